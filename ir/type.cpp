@@ -1,0 +1,51 @@
+#include "ir/type.h"
+
+#include "ir/diagnostic.h"
+
+namespace morgana::ir {
+
+TensorType TensorType::make(DType dtype, std::span<const int64_t> dims) {
+  MG_CHECK(!dims.empty() && dims.size() <= kMaxRank, "rank out of range");
+  TensorType t;
+  t.dtype = dtype;
+  t.rank = static_cast<uint8_t>(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) t.dims[i] = dims[i];
+  t.set_row_major_strides();
+  return t;
+}
+
+int64_t TensorType::numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= dims[static_cast<size_t>(i)];
+  return n;
+}
+
+void TensorType::set_row_major_strides() {
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    strides[static_cast<size_t>(i)] = s;
+    s *= dims[static_cast<size_t>(i)];
+  }
+  for (int i = rank; i < kMaxRank; ++i) strides[static_cast<size_t>(i)] = 0;
+}
+
+bool TensorType::row_major() const {
+  TensorType t = *this;
+  t.set_row_major_strides();
+  return t.strides == strides;
+}
+
+std::string TensorType::str() const {
+  std::string s(dtype_name(dtype));
+  s += '[';
+  for (int i = 0; i < rank; ++i) s += (i ? "," : "") + std::to_string(dims[static_cast<size_t>(i)]);
+  s += ']';
+  if (!row_major()) {
+    s += '{';
+    for (int i = 0; i < rank; ++i) s += (i ? "," : "") + std::to_string(strides[static_cast<size_t>(i)]);
+    s += '}';
+  }
+  return s;
+}
+
+}  // namespace morgana::ir
