@@ -1,0 +1,178 @@
+// The `morgana` command line. Each subcommand is one function; exit codes: 0 ok, 1 user error, 2 internal error.
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "frontend/report.h"
+#include "ir/diagnostic.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "targets/target.h"
+
+namespace po = boost::program_options;
+
+namespace morgana::frontend {
+namespace {
+
+constexpr int kOk = 0, kUserError = 1, kInternalError = 2;
+
+const char* const kUsage =
+    "usage: morgana <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  fmt FILE        print FILE in canonical form (--check: fail if it is not)\n"
+    "  check FILE      parse and verify FILE, print every tensor's shape\n"
+    "  eval FILE       run FILE in the float reference on seeded random inputs, print output checksums\n"
+    "  targets         list the hardware description files\n"
+    "\n"
+    "`morgana <command> --help` describes a command's options.\n";
+
+// Parses a subcommand's arguments; returns false (after printing help) when --help was given.
+bool parse_args(const std::vector<std::string>& args, const std::string& usage, po::options_description& opts,
+                const po::positional_options_description& pos, po::variables_map& vm) {
+  opts.add_options()("help,h", "show this help");
+  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+  if (vm.count("help")) {
+    std::cout << usage << "\n" << opts;
+    return false;
+  }
+  po::notify(vm);
+  return true;
+}
+
+int cmd_fmt(const std::vector<std::string>& args) {
+  po::options_description opts("fmt options");
+  opts.add_options()("file", po::value<std::string>()->required(), "spec or μGraph file")(
+      "check", po::bool_switch(), "exit 1 if the file is not in canonical form")(
+      "in-place,i", po::bool_switch(), "rewrite the file in canonical form");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  if (!parse_args(args, "usage: morgana fmt FILE [--check | --in-place]", opts, pos, vm)) return kOk;
+  std::string file = vm["file"].as<std::string>();
+  std::string text = ir::print(ir::parse_file(file));
+  if (vm["check"].as<bool>()) {
+    std::ifstream in(file, std::ios::binary);
+    std::string orig((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (orig != text) {
+      std::cerr << file << ": not in canonical form (run `morgana fmt -i " << file << "`)\n";
+      return kUserError;
+    }
+    return kOk;
+  }
+  if (vm["in-place"].as<bool>()) {
+    std::string tmp = file + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out << text;
+      if (!out) throw UserError("cannot write " + tmp);
+    }
+    std::filesystem::rename(tmp, file);  // atomic: the original survives any failure before this point
+    return kOk;
+  }
+  std::cout << text;
+  return kOk;
+}
+
+int cmd_check(const std::vector<std::string>& args) {
+  po::options_description opts("check options");
+  opts.add_options()("file", po::value<std::string>()->required(), "spec or μGraph file");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  if (!parse_args(args, "usage: morgana check FILE", opts, pos, vm)) return kOk;
+  std::cout << check_report(ir::parse_file(vm["file"].as<std::string>())) << "ok\n";
+  return kOk;
+}
+
+int cmd_eval(const std::vector<std::string>& args) {
+  po::options_description opts("eval options");
+  opts.add_options()("file", po::value<std::string>()->required(), "spec or μGraph file")(
+      "seed", po::value<uint64_t>()->default_value(1), "seed of the random inputs (uniform in [-1, 1])")(
+      "precision", po::value<std::string>()->default_value("f64"), "accumulate in f64 or f32");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  if (!parse_args(args, "usage: morgana eval FILE [--seed N] [--precision f64|f32]", opts, pos, vm)) return kOk;
+  EvalOptions eo;
+  eo.seed = vm["seed"].as<uint64_t>();
+  std::string prec = vm["precision"].as<std::string>();
+  if (prec != "f64" && prec != "f32") throw UserError("--precision must be f64 or f32, got '" + prec + "'");
+  eo.precision = prec == "f32" ? verify::Precision::f32 : verify::Precision::f64;
+  ir::Module m = ir::parse_file(vm["file"].as<std::string>());
+  auto start = std::chrono::steady_clock::now();
+  std::cout << eval_report(m, eo);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "evaluated in %.2f s\n", s);
+  return kOk;
+}
+
+std::filesystem::path default_targets_dir() {
+  if (const char* env = std::getenv("MORGANA_TARGETS_DIR")) return env;
+  return MORGANA_SOURCE_TARGETS_DIR;
+}
+
+int cmd_targets(const std::vector<std::string>& args) {
+  po::options_description opts("targets options");
+  opts.add_options()("dir", po::value<std::string>(),
+                     "folder of target files (default: $MORGANA_TARGETS_DIR, else the source tree's targets/)");
+  po::positional_options_description pos;
+  po::variables_map vm;
+  if (!parse_args(args, "usage: morgana targets [--dir DIR]", opts, pos, vm)) return kOk;
+  std::filesystem::path dir = vm.count("dir") ? std::filesystem::path(vm["dir"].as<std::string>()) : default_targets_dir();
+  std::cout << targets::render_targets_table(targets::load_all_targets(dir));
+  return kOk;
+}
+
+int dispatch(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return kUserError;
+  }
+  std::string cmd = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::cout << kUsage;
+    return kOk;
+  }
+  if (cmd == "--version") {
+    std::cout << "morgana " << MORGANA_VERSION << "\n";
+    return kOk;
+  }
+  if (cmd == "fmt") return cmd_fmt(args);
+  if (cmd == "check") return cmd_check(args);
+  if (cmd == "eval") return cmd_eval(args);
+  if (cmd == "targets") return cmd_targets(args);
+  std::cerr << "morgana: unknown command '" << cmd << "'\n\n" << kUsage;
+  return kUserError;
+}
+
+}  // namespace
+}  // namespace morgana::frontend
+
+int main(int argc, char** argv) {
+  using namespace morgana;
+  try {
+    return frontend::dispatch(argc, argv);
+  } catch (const UserError& e) {
+    std::cerr << e.render() << "\n";
+    return frontend::kUserError;
+  } catch (const po::error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return frontend::kUserError;
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return frontend::kUserError;
+  } catch (const InternalError& e) {
+    std::cerr << e.what() << "\n(this is a bug in morgana; please report it with the input that caused it)\n";
+    return frontend::kInternalError;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error: " << e.what() << "\n";
+    return frontend::kInternalError;
+  }
+}

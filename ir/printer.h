@@ -1,0 +1,29 @@
+// The text form of every IR level (docs/spec-language.md). print(parse(x)) == x for any printed x.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace morgana::ir {
+
+std::string print(const Module& m);
+std::string print(const Graph& kernel_graph);
+
+// Names used when printing `g`: the tensor's own name, or a fresh one ("t7") that collides with nothing.
+std::vector<std::string> printed_names(const Graph& g);
+
+// The right-hand side of a node as the printer writes it, e.g. "softmax(A, dim=2)"; a block op with its header but
+// without its body. An iter names its block operand from `operand_names` (the block op's operands as named in the
+// enclosing graph), or "#index" when none are given.
+std::string print_call(const Graph& g, const Node& n, const std::vector<std::string>& names,
+                       const std::vector<std::string>& operand_names = {});
+// The whole statement, e.g. "S = softmax(A, dim=2)" or "save(o, omap=[0,-,-])".
+std::string print_node(const Graph& g, const Node& n, const std::vector<std::string>& names,
+                       const std::vector<std::string>& operand_names = {});
+
+// Exact shortest text for a double that parses back to the same value.
+std::string format_number(double v);
+
+}  // namespace morgana::ir

@@ -1,0 +1,45 @@
+// The float reference domain: every op in double precision (f64 mode), or rounded to float after every op so that
+// sums accumulate in f32 (f32 mode). Its semantics are the op table's float functions.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "ir/graph.h"
+#include "verify/interpreter.h"
+
+namespace morgana::verify {
+
+enum class Precision : uint8_t { f64, f32 };
+
+struct FloatDomain {
+  using Value = double;
+  Precision precision = Precision::f64;
+
+  double round(double v) const { return precision == Precision::f32 ? static_cast<double>(static_cast<float>(v)) : v; }
+  double constant(double c) const { return round(c); }
+  double unary(ir::OpCode op, double x, double s) const { return round(ir::op_info(op).unary(x, s)); }
+  double binary(ir::FieldSem f, double a, double b) const;
+};
+
+using FloatArray = Array<double>;
+
+// Runs a kernel graph in the float domain.
+std::vector<FloatArray> eval_float(const ir::Graph& g, std::span<const FloatArray> inputs,
+                                   Precision precision = Precision::f64);
+
+// Inputs for `g` drawn uniformly from [-scale, scale], rounded to each input's element type, from one seed.
+std::vector<FloatArray> random_inputs(const ir::Graph& g, uint64_t seed, double scale = 1.0);
+
+// A checksum that is stable across platforms for equal values: the sum and the sum of |x|, printed by the CLI.
+struct Checksum {
+  double sum = 0, abs_sum = 0;
+};
+Checksum checksum(const FloatArray& a);
+
+// Largest |a - b| / (atol + rtol * |b|) over all elements; <= 1 means "close".
+double max_scaled_error(const FloatArray& a, const FloatArray& b, double atol, double rtol);
+
+}  // namespace morgana::verify
