@@ -106,7 +106,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   eo.precision = prec == "f32" ? verify::Precision::f32 : verify::Precision::f64;
   ir::Module m = ir::parse_file(vm["file"].as<std::string>());
   auto start = std::chrono::steady_clock::now();
-  std::cout << eval_report(m, eo);
+  std::cout << eval_report(m, eo) << std::flush;
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "evaluated in %.2f s\n", s);
   return kOk;

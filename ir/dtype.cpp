@@ -19,15 +19,26 @@ constexpr DTypeInfo kDTypes[] = {
 
 // Rounds a float to a narrower format with `mant` explicit mantissa bits and exponent range [emin, emax]
 // (of normal numbers), with subnormals and overflow to infinity, round-to-nearest-even.
-double round_binary(double x, int mant, int emin, int emax) {
+template <int mant, int emin, int emax>
+double round_binary(double x) {
   if (!std::isfinite(x) || x == 0.0) return x;
-  int e;
-  std::frexp(x, &e);  // x = m * 2^e, 0.5 <= |m| < 1, so the leading bit has exponent e-1
-  int lead = e - 1;
-  if (lead < emin) lead = emin;  // subnormal range keeps a fixed quantum
-  double quantum = std::ldexp(1.0, lead - mant);
-  double r = std::nearbyint(x / quantum) * quantum;  // default rounding mode is nearest-even
-  double max_finite = std::ldexp(2.0 - std::ldexp(1.0, -mant), emax);
+  uint64_t bits = std::bit_cast<uint64_t>(x);
+  int lead = static_cast<int>((bits >> 52) & 0x7ff) - 1023;  // exponent of the leading bit (x is a normal double
+                                                             // here: every format we round to has emin > -1022)
+  double r;
+  if (lead >= emin) {
+    // Normal range: round the double's mantissa to `mant` bits, half to even, on the bit pattern. A carry out of
+    // the mantissa correctly bumps the exponent.
+    const int shift = 52 - mant;
+    const uint64_t half = (uint64_t{1} << (shift - 1)) - 1;
+    bits += half + ((bits >> shift) & 1);
+    bits &= ~((uint64_t{1} << shift) - 1);
+    r = std::bit_cast<double>(bits);
+  } else {
+    static const double quantum = std::ldexp(1.0, emin - mant);  // subnormals share one quantum
+    r = std::nearbyint(x / quantum) * quantum;      // default rounding mode is nearest-even
+  }
+  static const double max_finite = (2.0 - std::ldexp(1.0, -mant)) * std::ldexp(1.0, emax);
   if (std::fabs(r) > max_finite) return std::copysign(INFINITY, x);
   return r;
 }
@@ -45,9 +56,9 @@ std::optional<DType> parse_dtype(std::string_view s) {
 double round_to_dtype(double x, DType t) {
   switch (t) {
     case DType::f16:
-      return round_binary(x, 10, -14, 15);
+      return round_binary<10, -14, 15>(x);
     case DType::bf16:
-      return round_binary(x, 7, -126, 127);
+      return round_binary<7, -126, 127>(x);
     case DType::f32:
       return static_cast<double>(static_cast<float>(x));
   }

@@ -4,18 +4,7 @@
 
 namespace morgana::verify {
 
-double FloatDomain::binary(ir::FieldSem f, double a, double b) const {
-  switch (f) {
-    case ir::FieldSem::Add: return round(a + b);
-    case ir::FieldSem::Sub: return round(a - b);
-    case ir::FieldSem::Mul: return round(a * b);
-    case ir::FieldSem::Div: return round(a / b);
-    case ir::FieldSem::Max: return std::isnan(a) || a >= b ? a : b;
-    default: break;
-  }
-  MG_CHECK(false, "FloatDomain::binary on a non-binary semantics");
-  return 0;
-}
+void FloatDomain::bad_binary() { MG_CHECK(false, "FloatDomain::binary on a non-binary semantics"); __builtin_unreachable(); }
 
 std::vector<FloatArray> eval_float(const ir::Graph& g, std::span<const FloatArray> inputs, Precision precision) {
   FloatDomain d{precision};
@@ -24,12 +13,21 @@ std::vector<FloatArray> eval_float(const ir::Graph& g, std::span<const FloatArra
 }
 
 std::vector<FloatArray> random_inputs(const ir::Graph& g, uint64_t seed, double scale) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(-scale, scale);
+  // splitmix64: fast, and the same stream on every platform (std::uniform_real_distribution is not).
+  uint64_t state = seed;
+  auto next = [&state] {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
   std::vector<FloatArray> out;
   for (ir::TensorId t : g.inputs()) {
     FloatArray a = make_array<double>(g.type(t), 0.0);
-    for (double& v : a.data) v = ir::round_to_dtype(dist(rng), g.type(t).dtype);
+    for (double& v : a.data) {
+      double u = static_cast<double>(next() >> 11) * 0x1.0p-53;  // [0, 1)
+      v = ir::round_to_dtype((2 * u - 1) * scale, g.type(t).dtype);
+    }
     out.push_back(std::move(a));
   }
   return out;

@@ -2,6 +2,7 @@
 // sums accumulate in f32 (f32 mode). Its semantics are the op table's float functions.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <span>
@@ -21,7 +22,17 @@ struct FloatDomain {
   double round(double v) const { return precision == Precision::f32 ? static_cast<double>(static_cast<float>(v)) : v; }
   double constant(double c) const { return round(c); }
   double unary(ir::OpCode op, double x, double s) const { return round(ir::op_info(op).unary(x, s)); }
-  double binary(ir::FieldSem f, double a, double b) const;
+  double binary(ir::FieldSem f, double a, double b) const {
+    switch (f) {
+      case ir::FieldSem::Add: return round(a + b);
+      case ir::FieldSem::Sub: return round(a - b);
+      case ir::FieldSem::Mul: return round(a * b);
+      case ir::FieldSem::Div: return round(a / b);
+      case ir::FieldSem::Max: return std::isnan(a) || a >= b ? a : b;
+      default: bad_binary();
+    }
+  }
+  [[noreturn]] static void bad_binary();
 };
 
 using FloatArray = Array<double>;

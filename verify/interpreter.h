@@ -10,6 +10,7 @@
 //   Value binary(FieldSem f, Value a, Value b);        Add, Sub, Mul, Div, Max
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -106,28 +107,39 @@ class Interpreter {
     if (inputs.size() != g.inputs().size())
       throw UserError("the program takes " + std::to_string(g.inputs().size()) + " inputs, got " +
                       std::to_string(inputs.size()));
-    std::vector<Arr> vals(g.num_tensors());
+    // Inputs are read in place; every other tensor is owned here.
+    std::vector<Arr> owned(g.num_tensors());
+    std::vector<const Arr*> vals(g.num_tensors(), nullptr);
     for (size_t i = 0; i < inputs.size(); ++i) {
       TensorId t = g.inputs()[i];
       if (!(inputs[i].type.shape().size() == g.type(t).shape().size() &&
             std::equal(inputs[i].type.shape().begin(), inputs[i].type.shape().end(), g.type(t).shape().begin())))
         throw UserError("input " + std::to_string(i) + " has shape " + inputs[i].type.str() + ", expected " +
                         g.type(t).str());
-      vals[t] = inputs[i];
+      vals[t] = &inputs[i];
     }
     for (const Node& n : g.nodes()) {
       if (n.op == OpCode::input || n.op == OpCode::output) continue;
       std::vector<const Arr*> ins;
-      for (TensorId t : g.operands(n)) ins.push_back(&vals[t]);
+      for (TensorId t : g.operands(n)) ins.push_back(vals[t]);
       if (n.op == OpCode::block) {
         std::vector<Arr> outs = run_block(g.body(n), ins);
-        for (size_t i = 0; i < outs.size(); ++i) vals[g.result(n, static_cast<int>(i))] = std::move(outs[i]);
+        for (size_t i = 0; i < outs.size(); ++i) {
+          TensorId r = g.result(n, static_cast<int>(i));
+          owned[r] = std::move(outs[i]);
+          vals[r] = &owned[r];
+        }
       } else {
-        vals[g.result(n)] = apply(n, ins, g.type(g.result(n)));
+        TensorId r = g.result(n);
+        owned[r] = apply(n, ins, g.type(r));
+        vals[r] = &owned[r];
       }
     }
     std::vector<Arr> out;
-    for (TensorId t : g.outputs()) out.push_back(vals[t]);
+    for (TensorId t : g.outputs()) {
+      bool last_use = std::count(g.outputs().begin(), g.outputs().end(), t) == 1 && vals[t] == &owned[t];
+      out.push_back(last_use ? std::move(owned[t]) : *vals[t]);
+    }
     return out;
   }
 
