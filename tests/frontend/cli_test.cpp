@@ -1,0 +1,75 @@
+// The `morgana` binary as a user runs it: exit codes (0 ok, 1 user error), messages on stderr, help text.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out;  // stdout and stderr, in that order
+};
+
+Result run(const std::string& args) {
+  const char* bin = std::getenv("MORGANA_BIN");
+  EXPECT_NE(bin, nullptr) << "MORGANA_BIN is set by meson";
+  std::string cmd = std::string(bin) + " " + args + " 2>/tmp/morgana_cli_test_err";
+  Result r{0, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  FILE* e = fopen("/tmp/morgana_cli_test_err", "r");
+  while (e && (n = fread(buf.data(), 1, buf.size(), e)) > 0) r.out.append(buf.data(), n);
+  if (e) fclose(e);
+  return r;
+}
+
+TEST(Cli, CheckOnABrokenFileExitsOneWithLocation) {
+  Result r = run("check tests/errors/01_unknown_op.mg");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("tests/errors/01_unknown_op.mg:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("error:"), std::string::npos) << r.out;
+}
+
+TEST(Cli, FmtRoundTripsAnExample) {
+  Result a = run("fmt examples/attention_decode.mg");
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("kernel attention_decode("), std::string::npos);
+}
+
+TEST(Cli, CheckAndEvalSucceedOnAnExample) {
+  Result c = run("check examples/lora.mg");
+  EXPECT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("ok\n"), std::string::npos);
+  Result e = run("eval examples/lora.mg --seed 3");
+  EXPECT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("sum="), std::string::npos) << e.out;
+}
+
+TEST(Cli, HelpAndUsageErrors) {
+  EXPECT_EQ(run("--help").code, 0);
+  Result h = run("eval --help");
+  EXPECT_EQ(h.code, 0);
+  EXPECT_NE(h.out.find("--seed"), std::string::npos);
+  EXPECT_EQ(run("frobnicate").code, 1);
+  EXPECT_EQ(run("check").code, 1);
+  EXPECT_EQ(run("check /nonexistent/file.mg").code, 1);
+  EXPECT_EQ(run("eval examples/lora.mg --precision f16").code, 1);
+  EXPECT_EQ(run("").code, 1);
+}
+
+TEST(Cli, TargetsListsTheShippedFiles) {
+  Result r = run("targets");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("h200"), std::string::npos);
+  EXPECT_NE(r.out.find("gfx942"), std::string::npos);
+}
+
+}  // namespace
