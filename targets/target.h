@@ -1,0 +1,131 @@
+// Hardware descriptions: one TOML file per GPU (targets/cuda/h100.toml, targets/hip/mi300x.toml, ...), loaded
+// and validated into a Target. Every hardware fact morgana uses (SM count, warp size, shared memory limits,
+// matrix instructions, peak rates, cost-model constants) comes from these files, never from constants in the
+// code, so supporting a new GPU is writing a file. The schema, inheritance rules and error messages are in
+// docs/targets.md.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace morgana::targets {
+
+// Strings below are validated against fixed vocabularies (see docs/targets.md) so consumers may compare them
+// directly: vendor is "nvidia" or "amd", scope is "warp", "warpgroup" or "wave", operand sources are
+// "registers" or "shared", element types are names such as "f16", "bf16", "f32", "tf32", "xf32", "fp8_e4m3".
+
+struct Identity {
+  std::string name;    // equals the file's stem; never inherited
+  std::string vendor;  // "nvidia" | "amd"
+  std::string arch;    // compiler target: sm_NN[a] for nvidia, gfxNNN for amd
+  std::string family;  // marketing generation, e.g. "hopper", "cdna3"; informational
+  std::string description;
+};
+
+struct Execution {
+  int64_t sms = 0;  // streaming multiprocessors (nvidia) or compute units (amd)
+  int64_t warp_size = 0;
+  int64_t max_threads_per_block = 0;
+  int64_t max_threads_per_sm = 0;
+  int64_t max_blocks_per_sm = 0;
+};
+
+struct Memory {
+  int64_t smem_per_block_default = 0;   // bytes a block gets without opting in
+  int64_t smem_per_block_optin = 0;     // bytes a block may request with an explicit opt-in
+  int64_t smem_per_sm = 0;              // bytes per SM/CU, shared by its resident blocks
+  int64_t smem_reserved_per_block = 0;  // bytes the runtime keeps per resident block
+  int64_t l2_bytes = 0;                 // total over the device
+  int64_t l2_domains = 1;               // separate L2 caches, each serving a part of the SMs (XCDs)
+  int64_t mall_bytes = 0;               // memory-side last-level cache (AMD Infinity Cache); 0 if none
+  double dram_bandwidth_gbps = 0;       // vendor peak, GB/s (1e9 bytes)
+  int64_t dram_bytes = 0;
+};
+
+struct Registers {
+  int64_t regs_per_sm = 0;  // 32-bit registers
+  int64_t regs_per_block = 0;
+  int64_t max_regs_per_thread = 0;
+};
+
+// One matrix (tensor-core / MFMA) instruction: D[m×n] = A[m×k]·B[k×n] + C over the lanes of `scope`.
+struct MatrixInstr {
+  std::string op;  // instruction as the emitter will spell it, e.g. "mma.sync.aligned.m16n8k16"
+  int64_t m = 0;
+  int64_t n = 0;  // smallest N; instructions with a range of N (wgmma) also set n_max and n_step
+  int64_t n_max = 0;
+  int64_t n_step = 0;
+  int64_t k = 0;
+  std::vector<std::string> ab_types;  // element types A and B may have (both take the same one)
+  std::string acc;                    // accumulator (C/D) element type
+  std::string scope;                  // lanes that execute it together: "warp" | "warpgroup" | "wave"
+  std::vector<std::string> a_from;    // where operand A may live: "registers", "shared"
+  std::vector<std::string> b_from;
+
+  bool supports_n(int64_t candidate) const {
+    return candidate >= n && candidate <= n_max && (candidate - n) % n_step == 0;
+  }
+};
+
+struct Async {
+  bool cp_async = false;  // asynchronous global->shared copies (cp.async)
+  bool tma = false;       // tensor memory accelerator bulk copies
+  bool wgmma = false;     // warpgroup matrix instructions
+  bool clusters = false;  // thread-block clusters with distributed shared memory
+};
+
+// Dense peak rates in TFLOP/s; 0 means not recorded (or not supported).
+struct Peak {
+  double f16_tensor = 0;
+  double bf16_tensor = 0;
+  double tf32_tensor = 0;
+  double fp8_tensor = 0;
+  double f32_vector = 0;
+  double f64_vector = 0;
+};
+
+// Calibration constants for the cost model; see docs/targets.md for how each is meant to be used.
+struct Cost {
+  double launch_overhead_us = 0;  // per extra kernel in a captured graph
+  double barrier_ns = 0;          // one block-wide barrier
+  double dram_efficiency = 0;     // achievable fraction of dram_bandwidth_gbps
+  double tensor_efficiency = 0;   // achievable fraction of the tensor peaks
+  double l2_bandwidth_gbps = 0;   // device-wide
+  double smem_bandwidth_gbps_per_sm = 0;
+};
+
+struct Target {
+  std::filesystem::path file;                // the file that was loaded
+  std::vector<std::filesystem::path> bases;  // its base chain, nearest first
+  Identity identity;
+  Execution execution;
+  Memory memory;
+  Registers registers;
+  std::vector<MatrixInstr> matrix;
+  Async async;
+  Peak peak;
+  Cost cost;
+};
+
+// Loads, merges (see `base`) and validates one target file. Throws morgana::UserError with file:line:column
+// of the offending key or value; when the fault lies in a base file, the location points into that file.
+Target load_target(const std::filesystem::path& file);
+
+// Every *.toml below `dir`, recursively, sorted by path. Throws UserError when `dir` is not a directory.
+std::vector<std::filesystem::path> list_target_files(const std::filesystem::path& dir);
+
+// Loads every file list_target_files(dir) returns, in that order.
+std::vector<Target> load_all_targets(const std::filesystem::path& dir);
+
+// Loads the target called `name` (its file stem) from below `dir`. Throws UserError for an unknown name (with
+// the closest known name as a hint) or a name that two files share.
+Target find_target(std::string_view name, const std::filesystem::path& dir);
+
+// The table `morgana targets` prints: a header line, then one aligned line per target with name, vendor,
+// arch, SM/CU count, warp size, shared memory opt-in and DRAM bandwidth. Ends with a newline.
+std::string render_targets_table(const std::vector<Target>& targets);
+
+}  // namespace morgana::targets

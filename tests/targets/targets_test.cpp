@@ -1,0 +1,261 @@
+// Tests of the hardware-description loader (targets/target.h): the shipped target files load with the numbers
+// we expect, inheritance merges key by key, and every malformed file under bad/ is rejected with exactly the
+// diagnostic in its sibling .expected file. Run from the project source root (meson's workdir) so the paths
+// in diagnostics are relative and stable. MORGANA_BLESS=1 rewrites the .expected files instead of comparing.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <sstream>
+
+#include "ir/diagnostic.h"
+#include "targets/target.h"
+
+namespace morgana::targets {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kTargets = "targets";
+const fs::path kBad = "tests/targets/bad";
+const fs::path kGood = "tests/targets/good";
+
+bool blessing() {
+  const char* v = std::getenv("MORGANA_BLESS");
+  return v != nullptr && std::string_view(v) == "1";
+}
+
+// Compares `actual` with the golden file, or rewrites the golden file when blessing.
+void expect_golden(const fs::path& golden, const std::string& actual) {
+  if (blessing()) {
+    std::ofstream(golden) << actual;
+    std::cout << "note: MORGANA_BLESS=1: rewrote " << golden.generic_string() << "\n";
+    return;
+  }
+  std::ifstream in(golden);
+  ASSERT_TRUE(in) << "no golden file " << golden << "; create it with MORGANA_BLESS=1, then review the diff";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(expected.str(), actual) << "golden file " << golden;
+}
+
+// The diagnostic a load produces, as a user would see it; fails the test if the load succeeds.
+std::string load_error(const fs::path& file) {
+  try {
+    load_target(file);
+  } catch (const UserError& e) {
+    return e.render() + "\n";
+  }
+  ADD_FAILURE() << file << " loaded, but it should have been rejected";
+  return "";
+}
+
+const MatrixInstr* find_matrix(const Target& t, std::string_view op) {
+  for (const auto& m : t.matrix)
+    if (m.op == op) return &m;
+  return nullptr;
+}
+
+TEST(Targets, EveryShippedFileLoads) {
+  std::vector<fs::path> files = list_target_files(kTargets);
+  EXPECT_GE(files.size(), 6u);
+  for (const auto& f : files) {
+    try {
+      Target t = load_target(f);
+      EXPECT_EQ(t.identity.name, f.stem().string());
+    } catch (const UserError& e) {
+      ADD_FAILURE() << e.render();
+    }
+  }
+}
+
+// The files' convention, which TOML parsers cannot see: every number carries a trailing comment naming its
+// source.
+TEST(Targets, EveryNumberHasASource) {
+  const std::regex number_line(R"(^\s*\w+\s*=\s*[-+]?[0-9])");
+  for (const auto& f : list_target_files(kTargets)) {
+    std::ifstream in(f);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n)
+      if (std::regex_search(line, number_line) && line.find('#') == std::string::npos)
+        ADD_FAILURE() << f.generic_string() << ":" << n << ": number without a source comment: " << line;
+  }
+}
+
+TEST(Targets, ListIsRecursiveAndSorted) {
+  std::vector<std::string> names;
+  for (const auto& f : list_target_files(kTargets)) names.push_back(f.generic_string());
+  std::vector<std::string> expected = {"targets/cuda/a100.toml",  "targets/cuda/h100.toml",
+                                       "targets/cuda/h200.toml",  "targets/cuda/rtx4090.toml",
+                                       "targets/hip/mi250x.toml", "targets/hip/mi300x.toml"};
+  EXPECT_EQ(names, expected);
+}
+
+TEST(Targets, H200InheritsFromH100) {
+  Target t = find_target("h200", kTargets);
+  EXPECT_EQ(t.file, fs::path("targets/cuda/h200.toml"));
+  ASSERT_EQ(t.bases.size(), 1u);
+  EXPECT_EQ(t.bases[0], fs::path("targets/cuda/h100.toml"));
+  EXPECT_EQ(t.identity.name, "h200");
+  EXPECT_EQ(t.identity.vendor, "nvidia");  // inherited
+  EXPECT_EQ(t.identity.arch, "sm_90a");    // inherited
+  EXPECT_EQ(t.execution.sms, 132);
+  EXPECT_EQ(t.execution.warp_size, 32);
+  EXPECT_EQ(t.memory.smem_per_block_default, 49152);
+  EXPECT_EQ(t.memory.smem_per_block_optin, 232448);
+  EXPECT_EQ(t.memory.smem_per_sm, 233472);
+  EXPECT_EQ(t.memory.smem_reserved_per_block, 1024);
+  EXPECT_EQ(t.memory.l2_bytes, 62914560);  // overridden: 60 MiB against the H100's 50
+  EXPECT_EQ(t.memory.dram_bandwidth_gbps, 4800);
+  EXPECT_EQ(t.registers.max_regs_per_thread, 255);  // inherited
+  EXPECT_TRUE(t.async.wgmma && t.async.tma && t.async.clusters);
+  EXPECT_EQ(t.peak.f16_tensor, 989);
+  EXPECT_DOUBLE_EQ(t.cost.dram_efficiency, 0.885);
+  EXPECT_DOUBLE_EQ(t.cost.barrier_ns, 20);  // inherited from [cost] of h100 while two keys are overridden
+
+  const MatrixInstr* wgmma = find_matrix(t, "wgmma.mma_async.m64nNk16");
+  ASSERT_NE(wgmma, nullptr);
+  EXPECT_EQ(wgmma->scope, "warpgroup");
+  EXPECT_EQ(wgmma->m, 64);
+  EXPECT_EQ(wgmma->k, 16);
+  EXPECT_TRUE(wgmma->supports_n(8));
+  EXPECT_TRUE(wgmma->supports_n(256));
+  EXPECT_TRUE(wgmma->supports_n(136));
+  EXPECT_FALSE(wgmma->supports_n(12));
+  EXPECT_FALSE(wgmma->supports_n(264));
+  EXPECT_EQ(wgmma->b_from, std::vector<std::string>{"shared"});
+  const MatrixInstr* mma = find_matrix(t, "mma.sync.aligned.m16n8k16");
+  ASSERT_NE(mma, nullptr);
+  EXPECT_TRUE(mma->supports_n(8));
+  EXPECT_FALSE(mma->supports_n(16));
+}
+
+TEST(Targets, H100) {
+  Target t = find_target("h100", kTargets);
+  EXPECT_TRUE(t.bases.empty());
+  EXPECT_EQ(t.memory.l2_bytes, 52428800);
+  EXPECT_EQ(t.memory.dram_bandwidth_gbps, 3350);
+  EXPECT_EQ(t.matrix.size(), 2u);
+}
+
+TEST(Targets, A100AndRtx4090) {
+  Target a = find_target("a100", kTargets);
+  EXPECT_EQ(a.identity.arch, "sm_80");
+  EXPECT_EQ(a.execution.sms, 108);
+  EXPECT_EQ(a.memory.smem_per_block_optin, 166912);
+  EXPECT_FALSE(a.async.wgmma);
+  ASSERT_EQ(a.matrix.size(), 1u);
+  EXPECT_EQ(a.matrix[0].ab_types, (std::vector<std::string>{"f16", "bf16"}));
+
+  Target g = find_target("rtx4090", kTargets);
+  EXPECT_EQ(g.identity.arch, "sm_89");
+  EXPECT_EQ(g.execution.sms, 128);
+  EXPECT_EQ(g.execution.max_threads_per_sm, 1536);
+  EXPECT_EQ(g.memory.smem_per_block_optin, 101376);
+}
+
+TEST(Targets, Mi250xAndMi300x) {
+  Target g = find_target("mi250x", kTargets);
+  EXPECT_EQ(g.identity.vendor, "amd");
+  EXPECT_EQ(g.identity.arch, "gfx90a");
+  EXPECT_EQ(g.execution.sms, 110);
+  EXPECT_EQ(g.execution.warp_size, 64);
+  EXPECT_EQ(g.memory.smem_per_block_optin, 65536);
+
+  Target t = find_target("mi300x", kTargets);
+  ASSERT_EQ(t.bases.size(), 1u);
+  EXPECT_EQ(t.bases[0], fs::path("targets/hip/mi250x.toml"));
+  EXPECT_EQ(t.identity.arch, "gfx942");
+  EXPECT_EQ(t.identity.family, "cdna3");
+  EXPECT_EQ(t.execution.sms, 304);
+  EXPECT_EQ(t.execution.warp_size, 64);
+  EXPECT_EQ(t.memory.smem_per_sm, 65536);
+  EXPECT_EQ(t.memory.l2_domains, 8);
+  EXPECT_EQ(t.memory.mall_bytes, 268435456);
+  EXPECT_EQ(t.peak.f16_tensor, 1307);
+  ASSERT_EQ(t.matrix.size(), 4u);  // inherited from mi250x
+  for (const auto& m : t.matrix) EXPECT_EQ(m.scope, "wave");
+  const MatrixInstr* mfma = find_matrix(t, "v_mfma_f32_32x32x8f16");
+  ASSERT_NE(mfma, nullptr);
+  EXPECT_EQ(mfma->m, 32);
+  EXPECT_EQ(mfma->n, 32);
+  EXPECT_EQ(mfma->k, 8);
+}
+
+// good/child.toml overrides some keys of good/parent.toml and replaces its [[matrix]] list;
+// good/sub/grandchild.toml reaches child.toml by a relative path.
+TEST(Targets, InheritanceMergesKeyByKey) {
+  Target parent = load_target(kGood / "parent.toml");
+  Target child = load_target(kGood / "child.toml");
+  EXPECT_EQ(child.identity.name, "child");
+  EXPECT_EQ(child.identity.description, parent.identity.description);
+  EXPECT_EQ(child.execution.sms, 7);
+  EXPECT_EQ(parent.execution.sms, 4);
+  EXPECT_EQ(child.execution.warp_size, parent.execution.warp_size);
+  EXPECT_EQ(child.memory.l2_bytes, 2048);
+  EXPECT_EQ(child.memory.smem_per_sm, parent.memory.smem_per_sm);
+  EXPECT_EQ(parent.matrix.size(), 2u);
+  ASSERT_EQ(child.matrix.size(), 1u);  // arrays replace wholesale
+  EXPECT_EQ(child.matrix[0].op, "child.op");
+  EXPECT_TRUE(parent.matrix[1].supports_n(8));
+  EXPECT_FALSE(parent.matrix[1].supports_n(9));
+  EXPECT_TRUE(load_target(kGood / "cleared.toml").matrix.empty());
+
+  Target grandchild = load_target(kGood / "sub" / "grandchild.toml");
+  EXPECT_EQ(grandchild.bases,
+            (std::vector<fs::path>{"tests/targets/good/child.toml", "tests/targets/good/parent.toml"}));
+  EXPECT_EQ(grandchild.identity.name, "grandchild");
+  EXPECT_EQ(grandchild.execution.sms, 7);
+  EXPECT_EQ(grandchild.memory.l2_bytes, 4096);
+  EXPECT_EQ(grandchild.matrix.size(), 1u);
+}
+
+TEST(Targets, CycleIsDetected) {
+  EXPECT_THROW(load_target(kBad / "cycle_a.toml"), UserError);
+  EXPECT_THROW(load_target(kBad / "self_base.toml"), UserError);
+}
+
+TEST(Targets, FindTargetReportsUnknownNames) {
+  try {
+    find_target("h2OO", kTargets);
+    FAIL() << "found a target that does not exist";
+  } catch (const UserError& e) {
+    EXPECT_EQ(e.render(),
+              "error: unknown target 'h2OO'; did you mean 'h200'? (known: a100, h100, h200, rtx4090, mi250x, "
+              "mi300x)");
+  }
+  EXPECT_THROW(list_target_files("no/such/dir"), UserError);
+}
+
+TEST(Targets, Table) {
+  expect_golden("tests/targets/table.expected", render_targets_table(load_all_targets(kTargets)));
+}
+
+// Every file under bad/ must be rejected with exactly the diagnostic in <name>.expected.
+std::vector<std::string> bad_files() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(kBad, ec))
+    if (e.path().extension() == ".toml") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(Targets, EnoughMalformedFiles) {
+  EXPECT_GE(bad_files().size(), 8u) << "run from the project source root";
+}
+
+class BadTarget : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BadTarget, IsRejectedWithExpectedDiagnostic) {
+  fs::path file = kBad / (GetParam() + ".toml");
+  expect_golden(kBad / (GetParam() + ".expected"), load_error(file));
+}
+
+INSTANTIATE_TEST_SUITE_P(Bad, BadTarget, ::testing::ValuesIn(bad_files()),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+}  // namespace
+}  // namespace morgana::targets
