@@ -1,5 +1,8 @@
 #include "ir/diagnostic.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace morgana {
 
 std::string SourceLoc::str() const {
@@ -19,6 +22,18 @@ UserError::UserError(std::string message, SourceLoc loc)
 std::string UserError::render() const {
   std::string where = loc_.str();
   return (where.empty() ? std::string() : where + ": ") + "error: " + message_;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
 }
 
 void internal_failure(const char* file, int line, const char* cond, const std::string& msg) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace morgana {
 
@@ -37,6 +38,9 @@ class InternalError : public std::logic_error {
  public:
   using std::logic_error::logic_error;
 };
+
+// Levenshtein distance, for "did you mean ...?" hints on misspelt names and keys.
+size_t edit_distance(std::string_view a, std::string_view b);
 
 [[noreturn]] void internal_failure(const char* file, int line, const char* cond, const std::string& msg);
 

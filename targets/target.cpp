@@ -180,18 +180,6 @@ std::string display(const fs::path& p) {
   return p.lexically_normal().generic_string();
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 // The candidate closest to `word` if it is within two edits (a likely typo), else nullopt.
 template <class Words>
 std::optional<std::string> closest(std::string_view word, const Words& candidates) {
