@@ -1,0 +1,6 @@
+# RMSNorm followed by a linear layer, batch b=8: X(2b,4096) W(4096,6144), matmul(rms_norm(X), W).
+kernel rmsnorm_linear_b8(X: f16[16,4096], W: f16[4096,6144]) {
+  N = rms_norm(X, dim=1)
+  Y = matmul(N, W)
+  return Y
+}

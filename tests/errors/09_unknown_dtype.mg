@@ -1,0 +1,4 @@
+kernel lin(X: f8[8,4096], W: f16[4096,1024]) {
+  Y = matmul(X, W)
+  return Y
+}

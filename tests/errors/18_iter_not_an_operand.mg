@@ -1,0 +1,12 @@
+kernel lin(X: f16[64,4096], W: f16[4096,1024], B: f16[64,1024]) {
+  Y = block(X, W) grid=[8,1,1] threads=128 loop=16 {
+    x = iter(X, imap=[-,-,-], fmap=1)
+    w = iter(W, imap=[1,-,-], fmap=0)
+    b = iter(B, imap=[1,-,-])
+    p = matmul(x, w)
+    a = acc_sum(p)
+    y = add(a, b)
+    save(y, omap=[1,-,-])
+  }
+  return Y
+}
