@@ -36,6 +36,12 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
+bool likely_typo(std::string_view word, std::string_view candidate) {
+  size_t d = edit_distance(word, candidate);
+  size_t limit = word.size() <= 4 ? 1 : 2;
+  return d <= limit && d < word.size() && d < candidate.size();
+}
+
 void internal_failure(const char* file, int line, const char* cond, const std::string& msg) {
   throw InternalError(std::string("internal error at ") + file + ":" + std::to_string(line) + ": check `" + cond +
                       "` failed: " + msg);

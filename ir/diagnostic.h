@@ -41,6 +41,9 @@ class InternalError : public std::logic_error {
 
 // Levenshtein distance, for "did you mean ...?" hints on misspelt names and keys.
 size_t edit_distance(std::string_view a, std::string_view b);
+// Whether `candidate` is a plausible misspelling target for `word`: one edit for short words, two for longer ones,
+// and never a rewrite of most of the word ("W1" does not suggest "X").
+bool likely_typo(std::string_view word, std::string_view candidate);
 
 [[noreturn]] void internal_failure(const char* file, int line, const char* cond, const std::string& msg);
 

@@ -181,8 +181,12 @@ class Parser {
   TensorId lookup(const Scope& scope, const Token& name) const {
     if (auto it = scope.ids.find(name.text); it != scope.ids.end()) return it->second;
     std::string hint;
+    size_t best = SIZE_MAX;
     for (const auto& [n, id] : scope.ids)
-      if (edit_distance(n, name.text) <= 2) hint = "; did you mean '" + n + "'?";
+      if (likely_typo(name.text, n) && edit_distance(name.text, n) < best) {
+        best = edit_distance(name.text, n);
+        hint = "; did you mean '" + n + "'?";
+      }
     error(name, "'" + name.text + "' is not defined" + hint);
   }
 
@@ -197,9 +201,9 @@ class Parser {
     std::optional<OpCode> op = op_by_name(t.text);
     if (!op) {
       std::string hint;
-      size_t best = 3;
+      size_t best = SIZE_MAX;
       for (const OpInfo& i : all_ops())
-        if (size_t d = edit_distance(i.name, t.text); d < best && (i.levels & level)) {
+        if (size_t d = edit_distance(i.name, t.text); d < best && (i.levels & level) && likely_typo(t.text, i.name)) {
           best = d;
           hint = "; did you mean '" + std::string(i.name) + "'?";
         }
