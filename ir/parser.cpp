@@ -24,6 +24,7 @@ struct Value {
 
 struct Arg {
   std::optional<std::string> key;  // keyword argument when set
+  Token key_at;                    // where the key is written
   Value value;
 };
 
@@ -110,9 +111,9 @@ class Parser {
       int64_t v = to_int(next(), "a dimension");
       if (v < 1) error(n, "dimension must be >= 1, got " + std::to_string(v));
       dims.push_back(v);
-      if (dims.size() > static_cast<size_t>(kMaxRank))
-        error(n, "rank exceeds the maximum of " + std::to_string(kMaxRank));
     } while (accept(','));
+    if (dims.size() > static_cast<size_t>(kMaxRank))
+      error(dt, "rank " + std::to_string(dims.size()) + " exceeds the maximum of " + std::to_string(kMaxRank));
     expect(']', "to close the shape");
     TensorType t = TensorType::make(*d, dims);
     if (is_punct(peek(), '{')) {
@@ -145,11 +146,12 @@ class Parser {
       } while (accept(','));
     }
     expect(')', "to close the parameter list");
-    expect('{', "to open the kernel body");
+    const Token& open = expect('{', "to open the kernel body");
     std::vector<SourceLoc> node_locs(g.nodes().size(), loc(name));
     bool returned = false;
     while (!is_punct(peek(), '}')) {
-      if (peek().kind == Tok::End) error(peek(), "missing '}' at the end of kernel '" + name.text + "'");
+      if (peek().kind == Tok::End)
+        error(peek(), "missing '}' at the end of kernel '" + name.text + "' (its '{' is at " + loc(open).str() + ")");
       if (returned) error(peek(), "statement after 'return'");
       const Token& start = peek();
       if (accept_keyword("return")) {
@@ -225,7 +227,8 @@ class Parser {
     do {
       Arg a;
       if (peek().kind == Tok::Ident && is_punct(peek(1), '=')) {
-        a.key = next().text;
+        a.key_at = next();
+        a.key = a.key_at.text;
         next();
       }
       a.value = value();
@@ -262,7 +265,9 @@ class Parser {
   }
 
   // Fills `attrs` from the keyword arguments, checking them against the op's row of the op table.
-  Attrs attributes(OpCode op, const Token& op_tok, const std::vector<Arg>& args, int rank0) {
+  // `operand0` is the type of the first operand (for dim ranges), when the op has one.
+  Attrs attributes(OpCode op, const Token& op_tok, const std::vector<Arg>& args, const TensorType* operand0) {
+    int rank0 = operand0 ? operand0->rank : 0;
     const OpInfo& info = op_info(op);
     Attrs a;
     uint32_t given = 0;
@@ -277,14 +282,18 @@ class Parser {
         for (const AttrName& an : attr_names())
           if (an.name == *arg.key) key = an.key;
         if (!key || !(info.attrs & key)) {
-          std::string accepted;
+          std::string accepted, hint;
           for (const AttrName& an : attr_names())
-            if (info.attrs & an.key) accepted += (accepted.empty() ? "" : ", ") + std::string(an.name);
-          error(arg.value.at, "'" + std::string(info.name) + "' has no attribute '" + *arg.key + "'" +
-                                  (accepted.empty() ? " (it takes none)" : " (it takes " + accepted + ")"));
+            if (info.attrs & an.key) {
+              accepted += (accepted.empty() ? "" : ", ") + std::string(an.name);
+              if (likely_typo(*arg.key, an.name) || an.name.starts_with(*arg.key) || arg.key->starts_with(an.name))
+                hint = "; did you mean '" + std::string(an.name) + "'?";
+            }
+          error(arg.key_at, "'" + std::string(info.name) + "' has no attribute '" + *arg.key + "'" +
+                                (accepted.empty() ? " (it takes none)" : " (it takes " + accepted + ")") + hint);
         }
       }
-      if (given & key) error(arg.value.at, "attribute '" + *arg.key + "' is given twice");
+      if (given & key) error(arg.key ? arg.key_at : arg.value.at, "attribute '" + attr_text(key) + "' is given twice");
       given |= key;
       const Value& v = arg.value;
       auto need = [&](Value::Kind k, const char* what) {
@@ -296,7 +305,9 @@ class Parser {
           int64_t d = to_int(v.at, "'dim'");
           if (d < 0 && rank0 > 0) d += rank0;
           if (rank0 > 0 && (d < 0 || d >= rank0))
-            error(v.at, "dim " + v.text + " is out of range for a rank-" + std::to_string(rank0) + " operand");
+            error(v.at, "'" + std::string(info.name) + "': dim " + v.text + " is out of range for " +
+                            operand0->str() + " (valid: 0.." + std::to_string(rank0 - 1) + ", or -" +
+                            std::to_string(rank0) + "..-1 from the end)");
           a.dim = static_cast<int32_t>(d);
           break;
         }
@@ -317,7 +328,9 @@ class Parser {
         case kAttrOmap: {
           need(Value::List, "a list like [0,-,-] (one entry per grid dim x, y, z; '-' for φ)");
           if (v.items.empty() || v.items.size() > static_cast<size_t>(kGridDims))
-            error(v.at, "'" + attr_text(key) + "' needs 1 to " + std::to_string(kGridDims) + " entries");
+            error(v.at, "'" + attr_text(key) + "' needs 1 to " + std::to_string(kGridDims) +
+                            " entries (one per grid dim x, y, z; missing ones are '-'), got " +
+                            std::to_string(v.items.size()));
           for (size_t g = 0; g < v.items.size(); ++g)
             a.map[g] = map_entry(v.items[g], attr_text(key));
           break;
@@ -389,7 +402,7 @@ class Parser {
       return;
     }
     std::vector<TensorId> ops = operands(scope, args);
-    Attrs attrs = attributes(op, op_tok, args, ops.empty() ? 0 : g.type(ops[0]).rank);
+    Attrs attrs = attributes(op, op_tok, args, ops.empty() ? nullptr : &g.type(ops[0]));
     std::vector<TensorId> results;
     try {
       results = g.add(op, ops, attrs);
@@ -443,9 +456,10 @@ class Parser {
     Graph body = Graph::make_block(p, types);
     std::vector<SourceLoc> body_locs;
     Scope local;
-    expect('{', "to open the block body");
+    const Token& open = expect('{', "to open the block body");
     while (!accept('}')) {
-      if (peek().kind == Tok::End) error(peek(), "missing '}' at the end of the block body");
+      if (peek().kind == Tok::End)
+        error(peek(), "missing '}' at the end of the block body (its '{' is at " + loc(open).str() + ")");
       block_statement(body, local, operand_index, body_locs);
     }
     check_verified(body, body_locs, loc(op_tok));
@@ -481,7 +495,7 @@ class Parser {
       if (it == operand_index.end())
         error(src, "'" + src.text + "' is not an operand of this block; list it in block(...)");
       if (args.size() > 1 && !args[1].key) error(args[1].value.at, "'iter' takes one operand");
-      Attrs a = attributes(op, op_tok, args, 0);
+      Attrs a = attributes(op, op_tok, args, nullptr);
       try {
         results = {body.add_iter(it->second, a.map, a.fmap, a.mask)};
       } catch (const UserError& e) {
@@ -489,7 +503,7 @@ class Parser {
       }
     } else {
       std::vector<TensorId> ops = operands(local, args);
-      Attrs attrs = attributes(op, op_tok, args, ops.empty() ? 0 : body.type(ops[0]).rank);
+      Attrs attrs = attributes(op, op_tok, args, ops.empty() ? nullptr : &body.type(ops[0]));
       try {
         results = body.add(op, ops, attrs);
       } catch (const UserError& e) {

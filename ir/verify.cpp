@@ -86,6 +86,11 @@ class Verifier {
   // iterators this is a per-node stage check: an accumulator takes Body values, a saver takes Epilogue values, and
   // no op mixes stages.
   void paths(const Graph& g) {
+    std::vector<std::string> names;
+    auto name = [&](TensorId t) {
+      if (names.empty()) names = printed_names(g);  // only on the error path
+      return "'" + names[t] + "'";
+    };
     std::vector<Stage> stage(g.num_tensors(), Stage::Body);
     std::vector<bool> used(g.num_tensors(), false);
     for (NodeId id = 0; id < g.nodes().size(); ++id) {
@@ -96,16 +101,21 @@ class Verifier {
       Stage s = Stage::Body;
       for (TensorId t : ops) {
         if (stage[t] == Stage::Saved) report(id, "path", "uses the result of a saver; savers end a path");
-        if (t != ops[0] && stage[t] != stage[ops[0]])
-          report(id, "path", "mixes a value from inside the for-loop with one after an accumulator");
+        if (t != ops[0] && stage[t] != stage[ops[0]]) {
+          TensorId in_loop = stage[t] == Stage::Body ? t : ops[0], after = stage[t] == Stage::Body ? ops[0] : t;
+          report(id, "path", "mixes " + name(in_loop) + ", computed inside the for-loop, with " + name(after) +
+                                 ", computed after an accumulator");
+        }
       }
       if (!ops.empty()) s = stage[ops[0]];
       if (info.kind == OpKind::Accum) {
-        if (s != Stage::Body) report(id, "path", "accumulates a value that already passed an accumulator");
+        if (s != Stage::Body)
+          report(id, "path", "accumulates " + name(ops[0]) + ", which already passed an accumulator");
         s = Stage::Epilogue;
       } else if (info.kind == OpKind::Save) {
         if (s == Stage::Body)
-          report(id, "path", "saves a value that passed no accumulator; accumulate it first (acc_sum, acc_max)");
+          report(id, "path", "saves " + name(ops[0]) +
+                                 ", which passed no accumulator; accumulate it first (acc_sum, acc_max)");
         s = Stage::Saved;
       }
       for (int i = 0; i < n.num_results; ++i) stage[g.result(n, i)] = s;
@@ -115,7 +125,8 @@ class Verifier {
       if (n.op == OpCode::save) continue;
       for (int i = 0; i < n.num_results; ++i)
         if (!used[g.result(n, i)])
-          report(id, "path", n.op == OpCode::iter ? "input iterator is never used" : "result reaches no saver");
+          report(id, "path", n.op == OpCode::iter ? "input iterator " + name(g.result(n, i)) + " is never used"
+                                                  : name(g.result(n, i)) + " reaches no saver");
     }
   }
 

@@ -158,7 +158,7 @@ TEST(Verifier, NamesTheNodeAndRuleForAPathWithoutAccumulator) {
   std::vector<VerifyIssue> issues = verify(g);
   ASSERT_EQ(issues.size(), 1u);
   EXPECT_EQ(format_issue(g, issues[0]),
-            "block graph 0, node 3 `save(t2, omap=[1,-,-])`: [path] saves a value that passed no accumulator; "
+            "block graph 0, node 3 `save(t2, omap=[1,-,-])`: [path] saves 't2', which passed no accumulator; "
             "accumulate it first (acc_sum, acc_max)");
 }
 
