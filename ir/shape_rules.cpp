@@ -66,6 +66,22 @@ TensorType infer_matmul(OpCode op, const TensorType& a, const TensorType& b) {
   return with_dims(a.dtype, out.data(), r + 2);
 }
 
+// An imap or omap: each grid dim names a dim of `t` or φ; no two grid dims name the same dim.
+void check_grid_map(OpCode op, const char* which, const std::array<int8_t, kGridDims>& map, const TensorType& t,
+                    const char* what) {
+  for (int g = 0; g < kGridDims; ++g) {
+    int8_t d = map[static_cast<size_t>(g)];
+    if (d == kPhi) continue;
+    if (d < 0 || d >= t.rank)
+      fail(op, std::string(which) + " maps grid dim " + kGridDimNames[g] + " to dim " + std::to_string(d) +
+                   ", out of range for " + what + dims_str(t));
+    for (int h = 0; h < g; ++h)
+      if (map[static_cast<size_t>(h)] == d)
+        fail(op, std::string(which) + " maps grid dims " + kGridDimNames[h] + " and " + kGridDimNames[g] +
+                     " to the same dim " + std::to_string(d));
+  }
+}
+
 TensorType infer_iter(OpCode op, const Attrs& a, const Graph* ctx) {
   if (!ctx) fail(op, "only allowed inside a block graph");
   if (a.index >= ctx->operand_types().size())
@@ -73,17 +89,7 @@ TensorType infer_iter(OpCode op, const Attrs& a, const Graph* ctx) {
                  std::to_string(ctx->operand_types().size()));
   const TensorType& in = ctx->operand_types()[a.index];
   const BlockParams& p = ctx->block_params();
-  for (int g = 0; g < kGridDims; ++g) {
-    int8_t d = a.map[static_cast<size_t>(g)];
-    if (d == kPhi) continue;
-    if (d < 0 || d >= in.rank)
-      fail(op, std::string("imap maps grid dim ") + kGridDimNames[g] + " to dim " + std::to_string(d) +
-                   ", out of range for " + dims_str(in));
-    for (int h = 0; h < g; ++h)
-      if (a.map[static_cast<size_t>(h)] == d)
-        fail(op, std::string("imap maps grid dims ") + kGridDimNames[h] + " and " + kGridDimNames[g] +
-                     " to the same dim " + std::to_string(d));
-  }
+  check_grid_map(op, "imap", a.map, in, "");
   if (a.fmap != kPhi && (a.fmap < 0 || a.fmap >= in.rank))
     fail(op, "fmap dim " + std::to_string(a.fmap) + " is out of range for " + dims_str(in));
   if (a.fmap != kPhi && p.loop == 1)
@@ -106,6 +112,7 @@ TensorType infer_iter(OpCode op, const Attrs& a, const Graph* ctx) {
 TensorType infer_save(OpCode op, const TensorType& tile, const Attrs& a, const Graph* ctx) {
   if (!ctx) fail(op, "only allowed inside a block graph");
   const BlockParams& p = ctx->block_params();
+  check_grid_map(op, "omap", a.map, tile, "tile ");
   std::array<int64_t, kMaxRank> out{};
   for (int d = 0; d < tile.rank; ++d) out[static_cast<size_t>(d)] = tile.dim(d);
   for (int g = 0; g < kGridDims; ++g) {
@@ -117,13 +124,6 @@ TensorType infer_save(OpCode op, const TensorType& tile, const Attrs& a, const G
                      ") as φ: blocks along it would write the same tile");
       continue;
     }
-    if (d < 0 || d >= tile.rank)
-      fail(op, std::string("omap maps grid dim ") + kGridDimNames[g] + " to dim " + std::to_string(d) +
-                   ", out of range for tile " + dims_str(tile));
-    for (int h = 0; h < g; ++h)
-      if (a.map[static_cast<size_t>(h)] == d)
-        fail(op, std::string("omap maps grid dims ") + kGridDimNames[h] + " and " + kGridDimNames[g] +
-                     " to the same dim " + std::to_string(d));
     out[static_cast<size_t>(d)] *= n;
   }
   if (a.shape_rank != 0) {
