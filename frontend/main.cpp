@@ -13,6 +13,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "targets/target.h"
+#include "verify/equivalence.h"
 
 namespace po = boost::program_options;
 
@@ -28,6 +29,7 @@ const char* const kUsage =
     "  fmt FILE        print FILE in canonical form (--check: fail if it is not)\n"
     "  check FILE      parse and verify FILE, print every tensor's shape\n"
     "  eval FILE       run FILE in the float reference on seeded random inputs, print output checksums\n"
+    "  verify REF CAND prove CAND computes what REF does (finite-field random testing)\n"
     "  targets         list the hardware description files\n"
     "\n"
     "`morgana <command> --help` describes a command's options.\n";
@@ -112,6 +114,29 @@ int cmd_eval(const std::vector<std::string>& args) {
   return kOk;
 }
 
+int cmd_verify(const std::vector<std::string>& args) {
+  po::options_description opts("verify options");
+  opts.add_options()("ref", po::value<std::string>()->required(), "reference program (the spec)")(
+      "cand", po::value<std::string>()->required(), "candidate program (e.g. a μGraph)")(
+      "trials", po::value<int>()->default_value(3), "independent random trials")(
+      "seed", po::value<uint64_t>()->default_value(1), "seed of all randomness");
+  po::positional_options_description pos;
+  pos.add("ref", 1).add("cand", 1);
+  po::variables_map vm;
+  if (!parse_args(args, "usage: morgana verify REF.mg CAND.mg [--trials N] [--seed S]", opts, pos, vm)) return kOk;
+  verify::EquivalenceOptions eo;
+  eo.trials = vm["trials"].as<int>();
+  eo.seed = vm["seed"].as<uint64_t>();
+  if (eo.trials < 1) throw UserError("--trials must be >= 1");
+  ir::Module ref = ir::parse_file(vm["ref"].as<std::string>());
+  ir::Module cand = ir::parse_file(vm["cand"].as<std::string>());
+  if (ref.programs.size() != 1 || cand.programs.size() != 1)
+    throw UserError("verify compares files holding one kernel each");
+  verify::Verdict v = verify::equivalent(ref.programs[0], cand.programs[0], eo);
+  std::printf("%s\n(%.2f s, seed %llu)\n", v.str().c_str(), v.seconds, static_cast<unsigned long long>(eo.seed));
+  return v.equivalent() ? kOk : kUserError;
+}
+
 std::filesystem::path default_targets_dir() {
   if (const char* env = std::getenv("MORGANA_TARGETS_DIR")) return env;
   return MORGANA_SOURCE_TARGETS_DIR;
@@ -147,6 +172,7 @@ int dispatch(int argc, char** argv) {
   if (cmd == "fmt") return cmd_fmt(args);
   if (cmd == "check") return cmd_check(args);
   if (cmd == "eval") return cmd_eval(args);
+  if (cmd == "verify") return cmd_verify(args);
   if (cmd == "targets") return cmd_targets(args);
   std::cerr << "morgana: unknown command '" << cmd << "'\n\n" << kUsage;
   return kUserError;

@@ -1,0 +1,174 @@
+// Finite-field equivalence: field arithmetic, true rewrites accepted, near-miss wrong rewrites rejected.
+#include <gtest/gtest.h>
+
+#include "ir/parser.h"
+#include "verify/equivalence.h"
+#include "verify/field.h"
+
+namespace morgana::verify {
+namespace {
+
+TEST(Field, PrimesHaveTheRequiredShape) {
+  const FieldPrimes& fp = field_primes();
+  EXPECT_TRUE(is_prime_u64(fp.p));
+  EXPECT_TRUE(is_prime_u64(fp.q));
+  EXPECT_EQ((fp.p - 1) % fp.q, 0u);
+  EXPECT_LT(fp.p, 1ULL << 63);
+  EXPECT_GT(fp.q, 1ULL << 30);
+  EXPECT_FALSE(is_prime_u64(3215031751ULL));  // a strong pseudoprime to bases 2, 3, 5, 7
+}
+
+TEST(Field, ConstantsAreExactRationals) {
+  FieldDomain d(1);
+  using ir::FieldSem;
+  EXPECT_EQ(d.binary(FieldSem::Mul, d.constant(0.5), d.constant(2)), d.constant(1));
+  EXPECT_EQ(d.binary(FieldSem::Add, d.constant(-3), d.constant(3)), d.constant(0));
+  EXPECT_EQ(d.binary(FieldSem::Mul, d.constant(0.000244140625), d.constant(4096)), d.constant(1));
+  EXPECT_EQ(d.binary(FieldSem::Div, d.constant(1), d.constant(3)).u,
+            d.binary(FieldSem::Div, d.constant(2), d.constant(6)).u);
+  EXPECT_THROW(d.binary(FieldSem::Div, d.constant(1), d.constant(0)), FieldDivisionByZero);
+}
+
+TEST(Field, ExpIsAHomomorphismAndOraclesAreKeyedPerTrial) {
+  FieldDomain d(7), e(8);
+  uint64_t s = 3;
+  FieldValue a = d.random(s), b = d.random(s);
+  using ir::FieldSem;
+  using ir::OpCode;
+  FieldValue lhs = d.unary(OpCode::exp, d.binary(FieldSem::Add, a, b), 0);
+  FieldValue rhs = d.binary(FieldSem::Mul, d.unary(OpCode::exp, a, 0), d.unary(OpCode::exp, b, 0));
+  EXPECT_EQ(lhs.u, rhs.u);
+  EXPECT_EQ(d.unary(OpCode::silu, a, 0), d.unary(OpCode::silu, a, 0));
+  EXPECT_NE(d.unary(OpCode::silu, a, 0), e.unary(OpCode::silu, a, 0));
+  EXPECT_NE(d.unary(OpCode::silu, a, 0), d.unary(OpCode::gelu, a, 0));
+  EXPECT_EQ(d.binary(FieldSem::Max, a, b), d.binary(FieldSem::Max, b, a));
+  // rsqrt(x) is 1/sqrt(x).
+  EXPECT_EQ(d.unary(OpCode::rsqrt, a, 0).u,
+            d.binary(FieldSem::Div, d.constant(1), d.unary(OpCode::sqrt, a, 0)).u);
+}
+
+ir::Graph parse(const std::string& src) { return std::move(ir::parse_module(src, "t.mg").programs[0]); }
+
+const char* const kAttention = R"(kernel a(Q: f16[2,1,16], K: f16[2,16,64], V: f16[2,64,16]) {
+  A = matmul(Q, K)
+  S = softmax(A, dim=2)
+  O = matmul(S, V)
+  return O
+}
+)";
+
+// Split-KV attention: 4 splits of 16 keys, for-loop of 2 chunks; `combine` is the combining kernel's reduction.
+std::string split_kv(const std::string& combine) {
+  return R"(kernel a(Q: f16[2,1,16], K: f16[2,16,64], V: f16[2,64,16]) {
+  Os, Ls, Ms = block(Q, K, V) grid=[2,4,1] threads=128 loop=2 {
+    q = iter(Q, imap=[0,-,-])
+    k = iter(K, imap=[0,2,-], fmap=2)
+    v = iter(V, imap=[0,1,-], fmap=1)
+    s = matmul(q, k)
+    m = reduce_max(s, dim=2)
+    d = sub(s, m)
+    e = exp(d)
+    l = reduce_sum(e, dim=2)
+    o = matmul(e, v)
+    M = acc_max(m)
+    La = acc_rescale_sum(l, m)
+    Oa = acc_rescale_sum(o, m)
+    save(Oa, omap=[0,1,-])
+    save(La, omap=[0,1,-])
+    save(M, omap=[0,1,-])
+  }
+  Mg = reduce_max(Ms, dim=1)
+  Dm = sub(Ms, Mg)
+  W = exp(Dm)
+  OW = mul(Os, W)
+  LW = mul(Ls, W)
+  N = )" + combine + R"((OW, dim=1)
+  D = reduce_sum(LW, dim=1)
+  O = div(N, D)
+  return O
+}
+)";
+}
+
+TEST(Equivalence, SplitKvAttentionWithCombiningKernelIsEquivalent) {
+  Verdict v = equivalent(parse(kAttention), parse(split_kv("reduce_sum")));
+  EXPECT_TRUE(v.equivalent()) << v.str();
+  EXPECT_EQ(v.trials, 3);
+}
+
+TEST(Equivalence, NearMissesInAttentionAreRejected) {
+  ir::Graph ref = parse(kAttention);
+  // The combining kernel takes the max instead of the sum of the rescaled partial outputs.
+  Verdict v = equivalent(ref, parse(split_kv("reduce_max")));
+  EXPECT_EQ(v.kind, Verdict::Different) << v.str();
+  EXPECT_NE(v.evidence.find("output 0 (O: f16[2,1,16]) differs at ["), std::string::npos) << v.evidence;
+  // The denominator is summed without rescaling to the running max.
+  std::string wrong = split_kv("reduce_sum");
+  wrong.replace(wrong.find("La = acc_rescale_sum(l, m)"), 26, "La = acc_sum(l)           ");
+  EXPECT_EQ(equivalent(ref, parse(wrong)).kind, Verdict::Different);
+}
+
+const char* const kMatmul = R"(kernel mm(X: f32[8,64], W: f32[64,64]) {
+  Y = matmul(X, W)
+  return Y
+}
+)";
+
+std::string split_k(const std::string& w_imap, const std::string& acc = "acc_sum") {
+  return R"(kernel sk(X: f32[8,64], W: f32[64,64]) {
+  P = block(X, W) grid=[2,2,1] threads=64 loop=4 {
+    x = iter(X, imap=[-,1,-], fmap=1)
+    w = iter(W, imap=)" + w_imap + R"(, fmap=0)
+    p = matmul(x, w)
+    a = )" + acc + R"((p)
+    save(a, omap=[1,0,-])
+  }
+  Y = reduce_sum(P, dim=0, to=8)
+  return Y
+}
+)";
+}
+
+TEST(Equivalence, SplitKAcceptedWrongImapAndWrongAccumulatorRejected) {
+  ir::Graph ref = parse(kMatmul);
+  EXPECT_TRUE(equivalent(ref, parse(split_k("[1,0,-]"))).equivalent());
+  EXPECT_EQ(equivalent(ref, parse(split_k("[0,1,-]"))).kind, Verdict::Different);
+  EXPECT_EQ(equivalent(ref, parse(split_k("[1,0,-]", "acc_max"))).kind, Verdict::Different);
+}
+
+TEST(Equivalence, CommutedOperandsAreEquivalentSwappedMatmulOperandsAreNot) {
+  const char* a = "kernel k(X: f32[4,4], Y: f32[4,4]) {\n  Z = mul(X, Y)\n  W = matmul(X, Y)\n  return Z, W\n}\n";
+  const char* b = "kernel k(X: f32[4,4], Y: f32[4,4]) {\n  Z = mul(Y, X)\n  W = matmul(X, Y)\n  return Z, W\n}\n";
+  const char* c = "kernel k(X: f32[4,4], Y: f32[4,4]) {\n  Z = mul(Y, X)\n  W = matmul(Y, X)\n  return Z, W\n}\n";
+  EXPECT_TRUE(equivalent(parse(a), parse(b)).equivalent());
+  Verdict v = equivalent(parse(a), parse(c));
+  EXPECT_EQ(v.kind, Verdict::Different);
+  EXPECT_NE(v.evidence.find("output 1"), std::string::npos) << v.evidence;
+}
+
+TEST(Equivalence, RmsNormEpsAndMeanMatter) {
+  const char* ref = "kernel n(X: f32[2,8]) {\n  Y = rms_norm(X, dim=1)\n  return Y\n}\n";
+  auto manual = [](const std::string& scale, const std::string& eps) {
+    return "kernel n(X: f32[2,8]) {\n  S = square(X)\n  T = reduce_sum(S, dim=1)\n  M = mul_scalar(T, s=" + scale +
+           ")\n  E = add_scalar(M, s=" + eps + ")\n  R = rsqrt(E)\n  Y = mul(X, R)\n  return Y\n}\n";
+  };
+  EXPECT_TRUE(equivalent(parse(ref), parse(manual("0.125", "1e-06"))).equivalent());
+  EXPECT_EQ(equivalent(parse(ref), parse(manual("1", "1e-06"))).kind, Verdict::Different);   // missing 1/n
+  EXPECT_EQ(equivalent(parse(ref), parse(manual("0.125", "0"))).kind, Verdict::Different);   // eps dropped
+}
+
+TEST(Equivalence, InterfaceMismatchIsExplained) {
+  Verdict v = equivalent(parse(kMatmul), parse("kernel k(X: f32[8,64]) {\n  return X\n}\n"));
+  EXPECT_EQ(v.kind, Verdict::InterfaceMismatch);
+  EXPECT_EQ(v.evidence, "the reference has 2 inputs, the candidate 1");
+}
+
+TEST(Equivalence, DivisionByAZeroResidueIsReported) {
+  const char* a = "kernel k(X: f32[4]) {\n  Z = sub(X, X)\n  Y = div(X, Z)\n  return Y\n}\n";
+  Verdict v = equivalent(parse(a), parse(a));
+  EXPECT_EQ(v.kind, Verdict::Inconclusive);
+  EXPECT_NE(v.evidence.find("zero residue"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace morgana::verify

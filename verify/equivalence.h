@@ -1,0 +1,37 @@
+// Probabilistic equivalence of two programs over finite fields (docs/verification.md): both run on the same fresh
+// random inputs, with a fresh ω and oracle key, in several independent trials; any differing output element is a
+// proof that they differ, and agreement in every trial bounds the chance that they differ.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ir/graph.h"
+
+namespace morgana::verify {
+
+struct EquivalenceOptions {
+  int trials = 3;
+  uint64_t seed = 1;
+};
+
+struct Verdict {
+  enum Kind : uint8_t {
+    Equivalent,         // agreed in every trial
+    Different,          // an output element differs (evidence names it)
+    InterfaceMismatch,  // inputs or outputs do not line up
+    Inconclusive,       // a trial divided by a zero residue
+  };
+  Kind kind = Equivalent;
+  std::string evidence;
+  int trials = 0;
+  double seconds = 0;
+
+  bool equivalent() const { return kind == Equivalent; }
+  std::string str() const;  // "equivalent (3 trials)" or "NOT equivalent: <evidence>"
+};
+
+// `reference` and `candidate` are kernel graphs with the same inputs (in order) and outputs (in order).
+Verdict equivalent(const ir::Graph& reference, const ir::Graph& candidate, const EquivalenceOptions& options = {});
+
+}  // namespace morgana::verify

@@ -1,0 +1,172 @@
+#include "verify/field.h"
+
+#include <cmath>
+
+#include "ir/diagnostic.h"
+
+namespace morgana::verify {
+
+namespace {
+
+uint64_t splitmix(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [0, m) without modulo bias (rejection sampling).
+uint64_t uniform_below(uint64_t& state, uint64_t m) {
+  uint64_t limit = UINT64_MAX - UINT64_MAX % m;
+  for (;;) {
+    uint64_t r = splitmix(state);
+    if (r < limit) return r % m;
+  }
+}
+
+uint64_t addmod(uint64_t a, uint64_t b, uint64_t m) {
+  uint64_t s = a + b;  // a, b < m < 2^63: no overflow
+  return s >= m ? s - m : s;
+}
+uint64_t submod(uint64_t a, uint64_t b, uint64_t m) { return a >= b ? a - b : a + m - b; }
+
+}  // namespace
+
+// GCC and Clang provide a 128-bit integer on 64-bit targets; __extension__ marks the use as deliberate.
+__extension__ using u128 = unsigned __int128;
+
+uint64_t mulmod(uint64_t a, uint64_t b, uint64_t m) { return static_cast<uint64_t>(static_cast<u128>(a) * b % m); }
+
+uint64_t powmod(uint64_t a, uint64_t e, uint64_t m) {
+  uint64_t r = 1 % m;
+  a %= m;
+  while (e) {
+    if (e & 1) r = mulmod(r, a, m);
+    a = mulmod(a, a, m);
+    e >>= 1;
+  }
+  return r;
+}
+
+bool is_prime_u64(uint64_t n) {
+  if (n < 2) return false;
+  for (uint64_t sp : {2ULL, 3ULL, 5ULL, 7ULL, 11ULL, 13ULL, 17ULL, 19ULL, 23ULL, 29ULL, 31ULL, 37ULL}) {
+    if (n % sp == 0) return n == sp;
+  }
+  uint64_t d = n - 1;
+  int s = 0;
+  while ((d & 1) == 0) {
+    d >>= 1;
+    ++s;
+  }
+  // These bases are a deterministic witness set for every n < 2^64.
+  for (uint64_t a : {2ULL, 3ULL, 5ULL, 7ULL, 11ULL, 13ULL, 17ULL, 19ULL, 23ULL, 29ULL, 31ULL, 37ULL}) {
+    uint64_t x = powmod(a, d, n);
+    if (x == 1 || x == n - 1) continue;
+    bool composite = true;
+    for (int r = 1; r < s; ++r) {
+      x = mulmod(x, x, n);
+      if (x == n - 1) {
+        composite = false;
+        break;
+      }
+    }
+    if (composite) return false;
+  }
+  return true;
+}
+
+const FieldPrimes& field_primes() {
+  static const FieldPrimes primes = [] {
+    const uint64_t q = (1ULL << 31) - 1;  // a Mersenne prime
+    MG_CHECK(is_prime_u64(q), "q must be prime");
+    for (uint64_t k = ((1ULL << 63) - 2) / q; k > 0; --k) {
+      uint64_t p = k * q + 1;
+      if (is_prime_u64(p)) return FieldPrimes{p, q};
+    }
+    MG_CHECK(false, "no prime p = k*q + 1 below 2^63");
+    return FieldPrimes{};
+  }();
+  return primes;
+}
+
+FieldDomain::FieldDomain(uint64_t trial_seed) {
+  const FieldPrimes& fp = field_primes();
+  p_ = fp.p;
+  q_ = fp.q;
+  uint64_t state = trial_seed ^ 0x6d6f7267616e61ULL;
+  // ω = g^((p-1)/q) for random g has order q unless it is 1 (q prime).
+  do omega_ = powmod(2 + uniform_below(state, p_ - 3), (p_ - 1) / q_, p_);
+  while (omega_ == 1);
+  key_ = splitmix(state);
+}
+
+FieldValue FieldDomain::random(uint64_t& state) const { return {uniform_below(state, p_), uniform_below(state, q_)}; }
+
+FieldValue FieldDomain::constant(double c) const {
+  if (!std::isfinite(c)) throw UserError("constant " + std::to_string(c) + " has no finite-field value");
+  if (c == 0) return {};
+  int e;
+  double frac = std::frexp(std::fabs(c), &e);  // |c| = frac * 2^e, frac in [0.5, 1)
+  auto m = static_cast<uint64_t>(std::ldexp(frac, 53));  // exact: a double has 53 significant bits
+  e -= 53;                                                // |c| = m * 2^e exactly
+  auto scaled = [&](uint64_t mod) {
+    uint64_t two_e = e >= 0 ? powmod(2, static_cast<uint64_t>(e), mod)
+                            : powmod(powmod(2, mod - 2, mod), static_cast<uint64_t>(-e), mod);
+    uint64_t r = mulmod(m % mod, two_e, mod);
+    return c < 0 ? submod(0, r, mod) : r;
+  };
+  return {scaled(p_), scaled(q_)};
+}
+
+FieldValue FieldDomain::oracle(uint64_t tag, Value a, Value b) const {
+  uint64_t s = key_ ^ (tag * 0x9e3779b97f4a7c15ULL);
+  s ^= splitmix(s) ^ a.u;
+  s ^= splitmix(s) ^ a.v;
+  s ^= splitmix(s) ^ b.u;
+  s ^= splitmix(s) ^ b.v;
+  return {uniform_below(s, p_), uniform_below(s, q_)};
+}
+
+FieldValue FieldDomain::inverse(Value a) const {
+  if (a.u == 0 || a.v == 0) throw FieldDivisionByZero("division by a zero residue");
+  return {powmod(a.u, p_ - 2, p_), powmod(a.v, q_ - 2, q_)};
+}
+
+FieldValue FieldDomain::binary(ir::FieldSem f, Value a, Value b) const {
+  switch (f) {
+    case ir::FieldSem::Add: return {addmod(a.u, b.u, p_), addmod(a.v, b.v, q_)};
+    case ir::FieldSem::Sub: return {submod(a.u, b.u, p_), submod(a.v, b.v, q_)};
+    case ir::FieldSem::Mul: return {mulmod(a.u, b.u, p_), mulmod(a.v, b.v, q_)};
+    case ir::FieldSem::Div: {
+      Value inv = inverse(b);
+      return {mulmod(a.u, inv.u, p_), mulmod(a.v, inv.v, q_)};
+    }
+    case ir::FieldSem::Max: {
+      // max is commutative: order the arguments so max(a, b) and max(b, a) agree.
+      bool swap = b.u < a.u || (b.u == a.u && b.v < a.v);
+      return oracle(static_cast<uint64_t>(ir::OpCode::reduce_max), swap ? b : a, swap ? a : b);
+    }
+    default: break;
+  }
+  MG_CHECK(false, "FieldDomain::binary on a non-binary semantics");
+  return {};
+}
+
+FieldValue FieldDomain::unary(ir::OpCode op, Value x, double s) const {
+  switch (ir::op_info(op).field) {
+    case ir::FieldSem::Exp:
+      return {powmod(omega_, x.v, p_), oracle(static_cast<uint64_t>(op), {0, x.v}).v};
+    case ir::FieldSem::Square: return binary(ir::FieldSem::Mul, x, x);
+    case ir::FieldSem::ScaleConst: return binary(ir::FieldSem::Mul, x, constant(s));
+    case ir::FieldSem::AddConst: return binary(ir::FieldSem::Add, x, constant(s));
+    case ir::FieldSem::Uninterpreted:
+      if (op == ir::OpCode::rsqrt) return inverse(oracle(static_cast<uint64_t>(ir::OpCode::sqrt), x));
+      return oracle(static_cast<uint64_t>(op), x);
+    default: break;
+  }
+  MG_CHECK(false, "FieldDomain::unary on " + std::string(ir::op_name(op)));
+  return {};
+}
+
+}  // namespace morgana::verify
