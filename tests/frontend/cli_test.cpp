@@ -73,3 +73,12 @@ TEST(Cli, TargetsListsTheShippedFiles) {
 }
 
 }  // namespace
+
+TEST(Cli, VerifyAcceptsAMuGraphOfItsSpecAndExplainsAMismatch) {
+  Result ok = run("verify examples/lora.mg examples/mugraphs/lora_concat.mg --trials 1");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_NE(ok.out.find("equivalent (1 trial)"), std::string::npos) << ok.out;
+  Result bad = run("verify examples/lora.mg examples/gated_mlp.mg");
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("interfaces differ"), std::string::npos) << bad.out;
+}
