@@ -13,13 +13,19 @@
 
 namespace morgana::verify {
 
-enum class Precision : uint8_t { f64, f32 };
+// f64: every op in double. f32: every op rounded to float (f32 accumulation). device: f32 arithmetic, and every
+// tensor an op makes rounded to its element type, as a GPU kernel stores it (f16 overflows to inf past 65504).
+enum class Precision : uint8_t { f64, f32, device };
 
 struct FloatDomain {
   using Value = double;
   Precision precision = Precision::f64;
 
-  double round(double v) const { return precision == Precision::f32 ? static_cast<double>(static_cast<float>(v)) : v; }
+  double round(double v) const { return precision != Precision::f64 ? static_cast<double>(static_cast<float>(v)) : v; }
+  void store(std::vector<double>& data, ir::DType t) const {
+    if (precision == Precision::device)
+      for (double& v : data) v = ir::round_to_dtype(v, t);
+  }
   double constant(double c) const { return round(c); }
   double unary(ir::OpCode op, double x, double s) const { return round(ir::op_info(op).unary(x, s)); }
   double binary(ir::FieldSem f, double a, double b) const {

@@ -8,6 +8,8 @@
 //   Value constant(double c);                          exact for the field domain (a double is a dyadic rational)
 //   Value unary(OpCode op, Value x, double s);         elementwise ops of kind Unary (s: the op's scalar)
 //   Value binary(FieldSem f, Value a, Value b);        Add, Sub, Mul, Div, Max
+// and optionally
+//   void store(std::vector<Value>& data, DType t);    called on every tensor an op makes (device storage rounding)
 #pragma once
 
 #include <algorithm>
@@ -132,6 +134,7 @@ class Interpreter {
       } else {
         TensorId r = g.result(n);
         owned[r] = apply(n, ins, g.type(r));
+        store(owned[r]);
         vals[r] = &owned[r];
       }
     }
@@ -188,6 +191,7 @@ class Interpreter {
             break;
           default:
             vals[r] = apply(n, ins, body.type(r));
+            store(vals[r]);
         }
       }
     }
@@ -202,7 +206,12 @@ class Interpreter {
       std::vector<const Arr*> ins;
       for (TensorId t : body.operands(n)) ins.push_back(&vals[t]);
       vals[r] = apply(n, ins, body.type(r));
+      store(vals[r]);
     }
+  }
+
+  void store(Arr& a) {
+    if constexpr (requires { d_.store(a.data, a.type.dtype); }) d_.store(a.data, a.type.dtype);
   }
 
   // Origin of block `b`'s tile along each dim of a tensor split by `map` (and, for iterators, the for-loop).
