@@ -19,7 +19,7 @@ std::string index_str(const ir::TensorType& t, int64_t flat) {
   return "[" + s;
 }
 
-std::string value_str(const FieldValue& v) { return std::to_string(v.u) + " (mod p)"; }
+std::string value_str(const FieldDomain& d, const FieldValue& v) { return std::to_string(d.canonical(v.u)) + " (mod p)"; }
 
 bool same_shape(const ir::TensorType& a, const ir::TensorType& b) {
   return a.rank == b.rank && std::equal(a.shape().begin(), a.shape().end(), b.shape().begin());
@@ -97,7 +97,8 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
           return done(Verdict::Different,
                       "output " + std::to_string(o) + " (" + names[t] + ": " + ref.type(t).str() + ") differs at " +
                           index_str(ref.type(t), static_cast<int64_t>(i)) + " in trial " + std::to_string(trial) +
-                          ": reference " + value_str(want[o].data[i]) + ", candidate " + value_str(got[o].data[i]));
+                          ": reference " + value_str(domain, want[o].data[i]) + ", candidate " +
+                          value_str(domain, got[o].data[i]));
         }
   }
   return done(Verdict::Equivalent, "");

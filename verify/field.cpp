@@ -24,12 +24,6 @@ uint64_t uniform_below(uint64_t& state, uint64_t m) {
   }
 }
 
-uint64_t addmod(uint64_t a, uint64_t b, uint64_t m) {
-  uint64_t s = a + b;  // a, b < m < 2^63: no overflow
-  return s >= m ? s - m : s;
-}
-uint64_t submod(uint64_t a, uint64_t b, uint64_t m) { return a >= b ? a - b : a + m - b; }
-
 }  // namespace
 
 // GCC and Clang provide a 128-bit integer on 64-bit targets; __extension__ marks the use as deliberate.
@@ -94,14 +88,52 @@ FieldDomain::FieldDomain(uint64_t trial_seed) {
   const FieldPrimes& fp = field_primes();
   p_ = fp.p;
   q_ = fp.q;
+  MG_CHECK(q_ == (1ULL << 31) - 1, "mul_q assumes q = 2^31 - 1");
+  // Newton iteration for p^-1 mod 2^64 (p odd): each step doubles the correct low bits.
+  uint64_t inv = p_;
+  for (int i = 0; i < 6; ++i) inv *= 2 - p_ * inv;
+  p_inv_neg_ = 0 - inv;
+  uint64_t r = static_cast<uint64_t>((static_cast<u128>(1) << 64) % p_);
+  r2_ = mulmod(r, r, p_);
+  one_ = r;
   uint64_t state = trial_seed ^ 0x6d6f7267616e61ULL;
   // ω = g^((p-1)/q) for random g has order q unless it is 1 (q prime).
-  do omega_ = powmod(2 + uniform_below(state, p_ - 3), (p_ - 1) / q_, p_);
-  while (omega_ == 1);
+  uint64_t w;
+  do w = powmod(2 + uniform_below(state, p_ - 3), (p_ - 1) / q_, p_);
+  while (w == 1);
+  omega_ = to_mont(w);
   key_ = splitmix(state);
 }
 
-FieldValue FieldDomain::random(uint64_t& state) const { return {uniform_below(state, p_), uniform_below(state, q_)}; }
+uint64_t FieldDomain::mont_pow(uint64_t a, uint64_t e) const {
+  uint64_t r = one_;
+  while (e) {
+    if (e & 1) r = mont_mul(r, a);
+    a = mont_mul(a, a);
+    e >>= 1;
+  }
+  return r;
+}
+
+uint64_t FieldDomain::pow_q(uint64_t a, uint64_t e) const {
+  uint64_t r = 1;
+  while (e) {
+    if (e & 1) r = mul_q(r, a);
+    a = mul_q(a, a);
+    e >>= 1;
+  }
+  return r;
+}
+
+FieldValue FieldDomain::random(uint64_t& state) const {
+  // Rejection on masked bits, no division: p is just below 2^63 and q = 2^31 - 1, so rejections are rare.
+  uint64_t u, v;
+  do u = splitmix(state) >> 1;
+  while (u >= p_);
+  do v = splitmix(state) >> 33;
+  while (v >= q_);
+  return {u, v};
+}
 
 FieldValue FieldDomain::constant(double c) const {
   if (!std::isfinite(c)) throw UserError("constant " + std::to_string(c) + " has no finite-field value");
@@ -114,9 +146,9 @@ FieldValue FieldDomain::constant(double c) const {
     uint64_t two_e = e >= 0 ? powmod(2, static_cast<uint64_t>(e), mod)
                             : powmod(powmod(2, mod - 2, mod), static_cast<uint64_t>(-e), mod);
     uint64_t r = mulmod(m % mod, two_e, mod);
-    return c < 0 ? submod(0, r, mod) : r;
+    return c < 0 ? sub_mod(0, r, mod) : r;
   };
-  return {scaled(p_), scaled(q_)};
+  return {to_mont(scaled(p_)), scaled(q_)};
 }
 
 FieldValue FieldDomain::oracle(uint64_t tag, Value a, Value b) const {
@@ -130,17 +162,14 @@ FieldValue FieldDomain::oracle(uint64_t tag, Value a, Value b) const {
 
 FieldValue FieldDomain::inverse(Value a) const {
   if (a.u == 0 || a.v == 0) throw FieldDivisionByZero("division by a zero residue");
-  return {powmod(a.u, p_ - 2, p_), powmod(a.v, q_ - 2, q_)};
+  return {mont_pow(a.u, p_ - 2), pow_q(a.v, q_ - 2)};
 }
 
-FieldValue FieldDomain::binary(ir::FieldSem f, Value a, Value b) const {
+FieldValue FieldDomain::binary_slow(ir::FieldSem f, Value a, Value b) const {
   switch (f) {
-    case ir::FieldSem::Add: return {addmod(a.u, b.u, p_), addmod(a.v, b.v, q_)};
-    case ir::FieldSem::Sub: return {submod(a.u, b.u, p_), submod(a.v, b.v, q_)};
-    case ir::FieldSem::Mul: return {mulmod(a.u, b.u, p_), mulmod(a.v, b.v, q_)};
     case ir::FieldSem::Div: {
       Value inv = inverse(b);
-      return {mulmod(a.u, inv.u, p_), mulmod(a.v, inv.v, q_)};
+      return {mont_mul(a.u, inv.u), mul_q(a.v, inv.v)};
     }
     case ir::FieldSem::Max: {
       // max is commutative: order the arguments so max(a, b) and max(b, a) agree.
@@ -156,7 +185,7 @@ FieldValue FieldDomain::binary(ir::FieldSem f, Value a, Value b) const {
 FieldValue FieldDomain::unary(ir::OpCode op, Value x, double s) const {
   switch (ir::op_info(op).field) {
     case ir::FieldSem::Exp:
-      return {powmod(omega_, x.v, p_), oracle(static_cast<uint64_t>(op), {0, x.v}).v};
+      return {mont_pow(omega_, x.v), oracle(static_cast<uint64_t>(op), {0, x.v}).v};
     case ir::FieldSem::Square: return binary(ir::FieldSem::Mul, x, x);
     case ir::FieldSem::ScaleConst: return binary(ir::FieldSem::Mul, x, constant(s));
     case ir::FieldSem::AddConst: return binary(ir::FieldSem::Add, x, constant(s));

@@ -46,7 +46,15 @@ class FieldDomain {
 
   Value constant(double c) const;
   Value unary(ir::OpCode op, Value x, double s) const;
-  Value binary(ir::FieldSem f, Value a, Value b) const;
+  // add, sub and mul are the interpreter's inner loops: inline; the rest goes out of line.
+  Value binary(ir::FieldSem f, Value a, Value b) const {
+    switch (f) {
+      case ir::FieldSem::Add: return {add_mod(a.u, b.u, p_), add_mod(a.v, b.v, q_)};
+      case ir::FieldSem::Sub: return {sub_mod(a.u, b.u, p_), sub_mod(a.v, b.v, q_)};
+      case ir::FieldSem::Mul: return {mont_mul(a.u, b.u), mul_q(a.v, b.v)};
+      default: return binary_slow(f, a, b);
+    }
+  }
 
   // A uniformly random value, for inputs.
   Value random(uint64_t& state) const;
@@ -56,7 +64,41 @@ class FieldDomain {
   Value oracle(uint64_t tag, Value a, Value b = {}) const;
   Value inverse(Value a) const;
 
+  // Z_p in Montgomery form (R = 2^64): u holds x·R mod p. The map is a bijection, so equality, uniform sampling and
+  // oracle keys work on the stored form directly; only constants and printing convert.
+  Value binary_slow(ir::FieldSem f, Value a, Value b) const;
+  static uint64_t add_mod(uint64_t a, uint64_t b, uint64_t m) {
+    uint64_t s = a + b;  // a, b < m < 2^63: no overflow
+    return s >= m ? s - m : s;
+  }
+  static uint64_t sub_mod(uint64_t a, uint64_t b, uint64_t m) { return a >= b ? a - b : a + m - b; }
+  uint64_t mont_mul(uint64_t a, uint64_t b) const {
+    __extension__ using u128 = unsigned __int128;
+    u128 t = static_cast<u128>(a) * b;
+    uint64_t m = static_cast<uint64_t>(t) * p_inv_neg_;
+    u128 sum = t + static_cast<u128>(m) * p_;  // < 2^127 since a, b < p < 2^63
+    auto u = static_cast<uint64_t>(sum >> 64);
+    return u >= p_ ? u - p_ : u;
+  }
+  uint64_t mont_pow(uint64_t a, uint64_t e) const;
+  uint64_t to_mont(uint64_t x) const { return mont_mul(x, r2_); }
+  // Z_q with q = 2^31 - 1: reduction by folding.
+  uint64_t mul_q(uint64_t a, uint64_t b) const {
+    uint64_t x = a * b;  // < 2^62
+    x = (x & q_) + (x >> 31);
+    x = (x & q_) + (x >> 31);
+    return x >= q_ ? x - q_ : x;
+  }
+  uint64_t pow_q(uint64_t a, uint64_t e) const;
+
   uint64_t p_, q_, omega_, key_;
+  uint64_t p_inv_neg_;  // -p^-1 mod 2^64
+  uint64_t r2_;         // R^2 mod p
+  uint64_t one_;        // R mod p (1 in Montgomery form)
+
+ public:
+  // The canonical residue of a stored u (for printing evidence).
+  uint64_t canonical(uint64_t u) const { return mont_mul(u, 1); }
 };
 
 }  // namespace morgana::verify
