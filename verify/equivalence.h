@@ -13,6 +13,9 @@ namespace morgana::verify {
 struct EquivalenceOptions {
   int trials = 3;
   uint64_t seed = 1;
+  // Full: every output element, exactly. Cheap (the search's filter): a structured sample of output elements,
+  // evaluated on demand; every block of every block op of the candidate is represented (docs/verification.md).
+  bool full = false;
 };
 
 struct Verdict {
@@ -26,6 +29,8 @@ struct Verdict {
   std::string evidence;
   int trials = 0;
   double seconds = 0;
+  int64_t elements_checked = 0;  // output elements compared per trial
+  int64_t blocks_covered = 0, blocks_total = 0;  // cheap mode: blocks of the candidate's block ops reached
 
   bool equivalent() const { return kind == Equivalent; }
   std::string str() const;  // "equivalent (3 trials)" or "NOT equivalent: <evidence>"

@@ -58,6 +58,11 @@ class FieldDomain {
 
   // A uniformly random value, for inputs.
   Value random(uint64_t& state) const;
+  // The random value at (stream, index): element `index` of input `stream`, the same however it is visited.
+  Value random_at(uint64_t seed, uint64_t stream, uint64_t index) const {
+    uint64_t state = seed ^ (stream * 0xd1b54a32d192ed03ULL) ^ (index * 0x9e3779b97f4a7c15ULL);
+    return random(state);
+  }
   uint64_t omega() const { return omega_; }
 
  private:

@@ -172,3 +172,31 @@ TEST(Equivalence, DivisionByAZeroResidueIsReported) {
 
 }  // namespace
 }  // namespace morgana::verify
+
+namespace morgana::verify {
+namespace {
+
+TEST(Equivalence, CheapAndFullModesGiveTheSameVerdicts) {
+  ir::Graph ref = parse(kAttention);
+  std::vector<std::pair<std::string, bool>> cases = {
+      {split_kv("reduce_sum"), true}, {split_kv("reduce_max"), false}};
+  ir::Graph mm = parse(kMatmul);
+  for (auto& [src, want] : cases) {
+    for (bool full : {false, true}) {
+      EquivalenceOptions o;
+      o.full = full;
+      Verdict v = equivalent(ref, parse(src), o);
+      EXPECT_EQ(v.equivalent(), want) << (full ? "full: " : "cheap: ") << v.str();
+      if (!full) EXPECT_EQ(v.blocks_covered, want ? v.blocks_total : v.blocks_covered);
+    }
+  }
+  for (bool full : {false, true}) {
+    EquivalenceOptions o;
+    o.full = full;
+    EXPECT_TRUE(equivalent(mm, parse(split_k("[1,0,-]")), o).equivalent());
+    EXPECT_FALSE(equivalent(mm, parse(split_k("[0,1,-]")), o).equivalent());
+  }
+}
+
+}  // namespace
+}  // namespace morgana::verify
