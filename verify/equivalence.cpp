@@ -56,7 +56,8 @@ std::vector<Array<FieldValue>> run_side(Interpreter<FieldDomain>& interp, const 
   }
 }
 
-FieldValue lazy_side(LazyInterpreter<FieldDomain>& li, size_t o, int64_t i, const char* side, int trial) {
+template <class L>
+FieldValue lazy_side(L& li, size_t o, int64_t i, const char* side, int trial) {
   try {
     return li.output(o, i);
   } catch (const FieldDivisionByZero&) {
@@ -263,15 +264,24 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
     // Each trial's randomness (inputs, ω, oracle key) comes from (seed, trial) alone.
     uint64_t trial_seed = opts.seed * 0x100000001b3ULL + static_cast<uint64_t>(trial) * 0x9e3779b97f4a7c15ULL;
     FieldDomain domain(trial_seed);
+    // Inputs are drawn per element from (trial, input, index), so any order of generation gives the same values;
+    // each input is made whole on first use and shared by both programs.
+    std::vector<std::vector<FieldValue>> input_data(ref.inputs().size());
     auto input = [&](size_t in, int64_t flat) {
-      return domain.random_at(trial_seed, in, static_cast<uint64_t>(flat));
+      std::vector<FieldValue>& d = input_data[in];
+      if (d.empty()) {
+        d.resize(static_cast<size_t>(ref.type(ref.inputs()[in]).numel()));
+        for (size_t i = 0; i < d.size(); ++i) d[i] = domain.random_at(trial_seed, in, i);
+      }
+      return d[static_cast<size_t>(flat)];
     };
     try {
       if (opts.full) {
         std::vector<Array<FieldValue>> inputs;
         for (size_t in = 0; in < ref.inputs().size(); ++in) {
           Array<FieldValue> a = make_array<FieldValue>(ref.type(ref.inputs()[in]), {});
-          for (size_t i = 0; i < a.data.size(); ++i) a.data[i] = input(in, static_cast<int64_t>(i));
+          input(in, 0);
+          a.data = std::move(input_data[in]);
           inputs.push_back(std::move(a));
         }
         Interpreter<FieldDomain> interp(domain);
@@ -287,7 +297,7 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
               return differs(o, static_cast<int64_t>(i), trial, domain, want[o].data[i], got[o].data[i]);
         }
       } else {
-        LazyInterpreter<FieldDomain> lref(domain, ref, input), lcand(domain, cand, input);
+        LazyInterpreter<FieldDomain, decltype(input)> lref(domain, ref, input), lcand(domain, cand, input);
         Sample sample = choose_sample(cand, trial_seed);
         ++v.trials;
         v.elements_checked = 0;

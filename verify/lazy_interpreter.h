@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdlib>
-#include <functional>
 #include <optional>
 #include <memory>
 #include <unordered_map>
@@ -41,11 +40,12 @@ inline int64_t broadcast_flat(const TensorType& of, const Index& idx, int rank) 
   return f;
 }
 
-template <class D>
+// InputFn: V(size_t input, int64_t flat), element `flat` of input `input`; called often, so it should be an
+// array read.
+template <class D, class InputFn>
 class LazyInterpreter {
  public:
   using V = typename D::Value;
-  using InputFn = std::function<V(size_t input, int64_t flat)>;
 
   LazyInterpreter(D& domain, const Graph& g, InputFn inputs)
       : d_(domain), g_(g), inputs_(std::move(inputs)), cache_(g.num_tensors()) {
@@ -70,16 +70,22 @@ class LazyInterpreter {
   using NodeIdList = std::vector<ir::NodeId>;
   using Block = std::array<int64_t, ir::kGridDims>;
 
-  // Memo of one tensor. Storage comes from malloc/calloc so that untouched pages of a large tensor cost nothing.
+  // Memo of one tensor: values left uninitialized (malloc: untouched pages cost nothing) and one ready bit per
+  // element, so that making a memo for a large tile touches little memory.
   struct Cache {
     std::unique_ptr<V[], decltype(&std::free)> vals{nullptr, &std::free};
-    std::unique_ptr<uint8_t[], decltype(&std::free)> ready{nullptr, &std::free};
+    std::unique_ptr<uint64_t[], decltype(&std::free)> bits{nullptr, &std::free};
     void ensure(const TensorType& t) {
       if (vals) return;
-      int64_t n = t.numel();
-      vals.reset(static_cast<V*>(std::malloc(sizeof(V) * static_cast<size_t>(n))));
-      ready.reset(static_cast<uint8_t*>(std::calloc(static_cast<size_t>(n), 1)));
-      MG_CHECK(vals && ready, "out of memory in lazy evaluation");
+      auto n = static_cast<size_t>(t.numel());
+      vals.reset(static_cast<V*>(std::malloc(sizeof(V) * n)));
+      bits.reset(static_cast<uint64_t*>(std::calloc((n + 63) / 64, sizeof(uint64_t))));
+      MG_CHECK(vals && bits, "out of memory in lazy evaluation");
+    }
+    bool ready(int64_t i) const { return (bits[static_cast<size_t>(i) >> 6] >> (i & 63)) & 1; }
+    void set(int64_t i, const V& v) {
+      vals[static_cast<size_t>(i)] = v;
+      bits[static_cast<size_t>(i) >> 6] |= uint64_t{1} << (i & 63);
     }
   };
   struct Frame {
@@ -87,23 +93,21 @@ class LazyInterpreter {
   };
 
   V value(TensorId t, int64_t flat) {
-    Cache& c = cache_[t];
     const ir::Tensor& ten = g_.tensor(t);
-    c.ensure(ten.type);
-    if (c.ready[static_cast<size_t>(flat)]) return c.vals[static_cast<size_t>(flat)];
     const Node& n = g_.node(ten.producer);
+    if (n.op == OpCode::input) return inputs_(n.attrs.index, flat);  // the caller's inputs are cheap to read
+    Cache& c = cache_[t];
+    c.ensure(ten.type);
+    if (c.ready(flat)) return c.vals[static_cast<size_t>(flat)];
     V v;
-    if (n.op == OpCode::input) {
-      v = inputs_(n.attrs.index, flat);
-    } else if (n.op == OpCode::block) {
+    if (n.op == OpCode::block) {
       v = block_output(n, ten.producer, ten.result_index, flat);
     } else {
       auto ops = g_.operands(n);
       v = compute(g_, n, ten.type, flat, stats_key(0, t),
                   [&](int k, int64_t f) { return value(ops[static_cast<size_t>(k)], f); });
     }
-    c.vals[static_cast<size_t>(flat)] = v;
-    c.ready[static_cast<size_t>(flat)] = 1;
+    c.set(flat, v);
     return v;
   }
 
@@ -150,7 +154,7 @@ class LazyInterpreter {
     Cache& c = fr.tensors[t];
     const ir::Tensor& ten = body.tensor(t);
     c.ensure(ten.type);
-    if (c.ready[static_cast<size_t>(flat)]) return c.vals[static_cast<size_t>(flat)];
+    if (c.ready(flat)) return c.vals[static_cast<size_t>(flat)];
     const Node& n = body.node(ten.producer);
     const ir::OpInfo& info = ir::op_info(n.op);
     auto ops = body.operands(n);
@@ -179,8 +183,7 @@ class LazyInterpreter {
                   [&](int k, int64_t f) { return in_frame(fr, node, b, iter, ops[static_cast<size_t>(k)], f); });
     }
     // `c` is still valid: unordered_map never moves its elements, and a frame's tensor list never grows.
-    c.vals[static_cast<size_t>(flat)] = v;
-    c.ready[static_cast<size_t>(flat)] = 1;
+    c.set(flat, v);
     return v;
   }
 
@@ -212,22 +215,50 @@ class LazyInterpreter {
 
   // One element of a non-structural op, in the eager interpreter's operation order. fetch(k, f) is element f of
   // operand k.
-  // Row statistics of a softmax or rms_norm (max and sum, or the rsqrt factor), computed once per row: `ctx`
-  // identifies the tensor in its frame, the row is its index with the normalized dim set to 0.
-  static uint64_t stats_key(uint64_t frame, TensorId t) { return ir::hash_mix(frame, t); }
+  // Per-row data computed once and reused by every element of the row: softmax and rms_norm statistics, matmul
+  // operand rows and columns. Keys are exact (no hash-only identity): the frame (0 for kernel level), the tensor
+  // being computed, what is cached, and the row's offset.
+  struct RowKey {
+    uint64_t frame;
+    TensorId tensor;
+    uint32_t what;
+    int64_t offset;
+    bool operator==(const RowKey&) const = default;
+  };
+  struct RowKeyHash {
+    size_t operator()(const RowKey& k) const {
+      return ir::hash_mix(ir::hash_mix(k.frame, (static_cast<uint64_t>(k.tensor) << 8) | k.what),
+                          static_cast<uint64_t>(k.offset));
+    }
+  };
+  struct Ctx {
+    uint64_t frame;
+    TensorId tensor;
+  };
+  static Ctx stats_key(uint64_t frame, TensorId t) { return {frame, t}; }
   struct RowStats {
     V a{}, b{};
   };
   template <class F>
-  const RowStats& row_stats(uint64_t ctx, int64_t row, F&& make) {
-    uint64_t key = ir::hash_mix(ctx, static_cast<uint64_t>(row));
+  const RowStats& row_stats(Ctx ctx, int64_t row, F&& make) {
+    RowKey key{ctx.frame, ctx.tensor, 0, row};
     auto it = stats_.find(key);
     if (it == stats_.end()) it = stats_.emplace(key, make()).first;
     return it->second;
   }
+  // Elements first, first + step, ... (n of them) of operand k, fetched once.
+  template <class Fetch>
+  const std::vector<V>& operand_run(Ctx ctx, uint32_t k, int64_t first, int64_t step, int64_t n, Fetch& fetch) {
+    RowKey key{ctx.frame, ctx.tensor, 1 + k, first};
+    auto it = runs_.find(key);
+    if (it != runs_.end()) return it->second;
+    std::vector<V> r(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) r[static_cast<size_t>(i)] = fetch(static_cast<int>(k), first + i * step);
+    return runs_.emplace(key, std::move(r)).first->second;
+  }
 
   template <class Fetch>
-  V compute(const Graph& gr, const Node& n, const TensorType& out, int64_t flat, uint64_t ctx, Fetch&& fetch) {
+  V compute(const Graph& gr, const Node& n, const TensorType& out, int64_t flat, Ctx ctx, Fetch&& fetch) {
     const ir::OpInfo& info = ir::op_info(n.op);
     const Attrs& a = n.attrs;
     auto ops = gr.operands(n);
@@ -255,9 +286,11 @@ class LazyInterpreter {
           return f;
         };
         int64_t a0 = batch_flat(ta) * m * k + i * k, b0 = batch_flat(tb) * k * nn + j;
-        V acc = d_.binary(FieldSem::Mul, fetch(0, a0), fetch(1, b0));
-        for (int64_t kk = 1; kk < k; ++kk)
-          acc = d_.binary(FieldSem::Add, acc, d_.binary(FieldSem::Mul, fetch(0, a0 + kk), fetch(1, b0 + kk * nn)));
+        const std::vector<V>& arow = operand_run(ctx, 0, a0, 1, k, fetch);
+        const std::vector<V>& bcol = operand_run(ctx, 1, b0, nn, k, fetch);
+        V acc = d_.binary(FieldSem::Mul, arow[0], bcol[0]);
+        for (size_t kk = 1; kk < static_cast<size_t>(k); ++kk)
+          acc = d_.binary(FieldSem::Add, acc, d_.binary(FieldSem::Mul, arow[kk], bcol[kk]));
         return acc;
       }
       case OpKind::Reduce: {
@@ -336,7 +369,8 @@ class LazyInterpreter {
   std::vector<Cache> cache_;
   std::vector<NodeIdList> saves_;
   std::unordered_map<uint64_t, Frame> frames_;
-  std::unordered_map<uint64_t, RowStats> stats_;
+  std::unordered_map<RowKey, RowStats, RowKeyHash> stats_;
+  std::unordered_map<RowKey, std::vector<V>, RowKeyHash> runs_;
 };
 
 }  // namespace morgana::verify

@@ -21,12 +21,14 @@ int64_t compare_all(const ir::Graph& g, uint64_t seed) {
   }
   Interpreter<FieldDomain> eager(fd);
   std::vector<Array<FieldValue>> want = eager.run(g, fin);
-  LazyInterpreter<FieldDomain> lazy(fd, g, [&](size_t i, int64_t f) { return fin[i].data[static_cast<size_t>(f)]; });
+  auto fread = [&](size_t i, int64_t f) { return fin[i].data[static_cast<size_t>(f)]; };
+  LazyInterpreter<FieldDomain, decltype(fread)> lazy(fd, g, fread);
 
   FloatDomain dd;
   std::vector<FloatArray> din = random_inputs(g, seed);
   std::vector<FloatArray> dwant = eval_float(g, din);
-  LazyInterpreter<FloatDomain> dlazy(dd, g, [&](size_t i, int64_t f) { return din[i].data[static_cast<size_t>(f)]; });
+  auto dread = [&](size_t i, int64_t f) { return din[i].data[static_cast<size_t>(f)]; };
+  LazyInterpreter<FloatDomain, decltype(dread)> dlazy(dd, g, dread);
 
   int64_t n = 0;
   for (size_t o = 0; o < want.size(); ++o)
