@@ -14,6 +14,7 @@
 #include "ir/printer.h"
 #include "targets/target.h"
 #include "verify/equivalence.h"
+#include "verify/float_check.h"
 
 namespace po = boost::program_options;
 
@@ -119,11 +120,16 @@ int cmd_verify(const std::vector<std::string>& args) {
   opts.add_options()("ref", po::value<std::string>()->required(), "reference program (the spec)")(
       "cand", po::value<std::string>()->required(), "candidate program (e.g. a μGraph)")(
       "trials", po::value<int>()->default_value(3), "independent random trials")(
-      "seed", po::value<uint64_t>()->default_value(1), "seed of all randomness");
+      "seed", po::value<uint64_t>()->default_value(1), "seed of all randomness")(
+      "float", po::bool_switch(),
+      "then run the float check: CAND in device precision against REF in f64 on random and large-magnitude "
+      "inputs, with a dtype tolerance (verify/float_check.h)");
   po::positional_options_description pos;
   pos.add("ref", 1).add("cand", 1);
   po::variables_map vm;
-  if (!parse_args(args, "usage: morgana verify REF.mg CAND.mg [--trials N] [--seed S]", opts, pos, vm)) return kOk;
+  if (!parse_args(args, "usage: morgana verify REF.mg CAND.mg [--trials N] [--seed S] [--float]", opts, pos,
+                  vm))
+    return kOk;
   verify::EquivalenceOptions eo;
   eo.trials = vm["trials"].as<int>();
   eo.seed = vm["seed"].as<uint64_t>();
@@ -134,7 +140,15 @@ int cmd_verify(const std::vector<std::string>& args) {
     throw UserError("verify compares files holding one kernel each");
   verify::Verdict v = verify::equivalent(ref.programs[0], cand.programs[0], eo);
   std::printf("%s\n(%.2f s, seed %llu)\n", v.str().c_str(), v.seconds, static_cast<unsigned long long>(eo.seed));
-  return v.equivalent() ? kOk : kUserError;
+  bool ok = v.equivalent();
+  if (vm["float"].as<bool>() && v.kind != verify::Verdict::InterfaceMismatch) {
+    verify::FloatCheckOptions fo;
+    fo.seed = eo.seed;
+    verify::FloatCheck fc = verify::float_check(ref.programs[0], cand.programs[0], fo);
+    std::printf("%s\n", fc.str().c_str());
+    ok = ok && fc.pass;
+  }
+  return ok ? kOk : kUserError;
 }
 
 std::filesystem::path default_targets_dir() {

@@ -1,0 +1,31 @@
+# QKNorm fused into flash attention: the block normalizes its query tile (over the head dim, dim 2) and each key
+# chunk (over the head dim, dim 1) before the online-softmax loop.
+kernel ref(Q: f16[2,4,8], K: f16[2,8,32], V: f16[2,32,8]) {
+  QN = rms_norm(Q, dim=2)
+  KN = rms_norm(K, dim=1)
+  A = matmul(QN, KN)
+  S = softmax(A, dim=2)
+  O = matmul(S, V)
+  return O
+}
+
+kernel cand(Q: f16[2,4,8], K: f16[2,8,32], V: f16[2,32,8]) {
+  O = block(Q, K, V) grid=[2,2,1] threads=128 loop=4 {
+    q = iter(Q, imap=[0,1,-])
+    k = iter(K, imap=[0,-,-], fmap=2)
+    v = iter(V, imap=[0,-,-], fmap=1)
+    qn = rms_norm(q, dim=2)
+    kn = rms_norm(k, dim=1)
+    s = matmul(qn, kn)
+    m = reduce_max(s, dim=2)
+    d = sub(s, m)
+    e = exp(d)
+    l = reduce_sum(e, dim=2)
+    o = matmul(e, v)
+    L = acc_rescale_sum(l, m)
+    A = acc_rescale_sum(o, m)
+    y = div(A, L)
+    save(y, omap=[0,1,-])
+  }
+  return O
+}

@@ -1,0 +1,27 @@
+# WRONG: fused RMSNorm+Linear divides the sum of squares by the chunk size 8 instead of the row length 32.
+kernel ref(X: f16[4,32], G: f16[32], W: f16[32,16]) {
+  N = rms_norm(X, dim=1)
+  NG = mul(N, G)
+  Y = matmul(NG, W)
+  return Y
+}
+
+kernel cand(X: f16[4,32], G: f16[32], W: f16[32,16]) {
+  Y = block(X, G, W) grid=[2,1,1] threads=128 loop=4 {
+    x = iter(X, imap=[-,-,-], fmap=1)
+    g = iter(G, imap=[-,-,-], fmap=0)
+    w = iter(W, imap=[1,-,-], fmap=0)
+    xg = mul(x, g)
+    p = matmul(xg, w)
+    q = square(x)
+    r = reduce_sum(q, dim=1)
+    a = acc_sum(p)
+    s = acc_sum(r)
+    m = mul_scalar(s, s=0.125)
+    e = add_scalar(m, s=1e-06)
+    n = sqrt(e)
+    y = div(a, n)
+    save(y, omap=[1,-,-])
+  }
+  return Y
+}

@@ -1,0 +1,275 @@
+#include "verify/float_check.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <optional>
+
+#include "ir/printer.h"
+#include "verify/float_domain.h"
+#include "verify/interpreter.h"
+
+namespace morgana::verify {
+
+namespace {
+
+// The f64 float domain, recording the largest |argument| of every exp it evaluates (softmax's and the online
+// accumulators' included, since the interpreter evaluates them through unary(exp)).
+struct ExpProbe : FloatDomain {
+  double max_arg = 0;
+  int64_t count = 0;
+  double unary(ir::OpCode op, double x, double s) {
+    if (op == ir::OpCode::exp) {
+      ++count;
+      if (std::isfinite(x)) max_arg = std::max(max_arg, std::fabs(x));
+    }
+    return FloatDomain::unary(op, x, s);
+  }
+};
+
+// The seed of the large set's inputs: a different stream from the random set's.
+uint64_t large_seed(uint64_t seed) { return seed ^ 0x5851f42d4c957f2dULL; }
+
+double dtype_max(ir::DType t) {
+  switch (t) {
+    case ir::DType::f16: return 65504.0;
+    case ir::DType::bf16: return 0x1.fep127;
+    case ir::DType::f32: return static_cast<double>(std::numeric_limits<float>::max());
+  }
+  return static_cast<double>(std::numeric_limits<float>::max());
+}
+
+struct Probe {
+  double reach;  // the largest |exp argument|, or -1 when the reference evaluates no exp
+  double fill;   // the largest |output| as a fraction of its element type's largest finite value
+};
+Probe probe(const ir::Graph& ref, uint64_t seed, double scale) {
+  ExpProbe d;
+  Interpreter<ExpProbe> interp(d);
+  std::vector<FloatArray> in = random_inputs(ref, large_seed(seed), scale);
+  std::vector<FloatArray> out = interp.run(ref, in);
+  double fill = 0;
+  for (const FloatArray& o : out) {
+    double max_finite = dtype_max(o.type.dtype);
+    for (double v : o.data) fill = std::max(fill, std::isnan(v) ? INFINITY : std::fabs(v) / max_finite);
+  }
+  return {d.count == 0 ? -1 : d.max_arg, fill};
+}
+
+// The reference's outputs must stay within 1/16 of their type's range on the large set, so that what is compared is
+// representable with room for the candidate's intermediates.
+constexpr double kMaxFill = 1.0 / 16;
+
+// The large set's scale (FloatCheckOptions): s = 2^(k/4), searched by doubling and then bisection on k.
+double large_scale(const ir::Graph& ref, const FloatCheckOptions& o, double& reached) {
+  auto scale = [](int k) { return std::exp2(k / 4.0); };
+  auto k_of = [](double s) { return std::max(0, static_cast<int>(std::floor(4 * std::log2(s) + 1e-9))); };
+  const int kmax = k_of(o.max_scale);
+  std::vector<std::optional<Probe>> memo(static_cast<size_t>(kmax) + 1);
+  auto at = [&](int k) -> const Probe& {
+    std::optional<Probe>& p = memo[static_cast<size_t>(k)];
+    if (!p) p = probe(ref, o.seed, scale(k));
+    return *p;
+  };
+  auto feasible = [&](int k) { return at(k).fill <= kMaxFill; };
+  if (at(0).reach < 0) {
+    // No exp: the largest power of two up to no_exp_scale whose outputs stay in range.
+    int k = 0;
+    while (k + 4 <= std::min(kmax, k_of(o.no_exp_scale)) && feasible(k + 4)) k += 4;
+    reached = 0;
+    return scale(k);
+  }
+  // Stop at the first k that reaches the target or leaves the range: doubling, then bisection.
+  auto stop = [&](int k) { return at(k).reach >= o.exp_target || !feasible(k); };
+  // Doubling ends early, as bounded, once a doubling of the inputs grows the exp arguments by less than 10%.
+  int hi = -1;
+  for (int k = 0, prev = -1;; prev = k, k = std::min(k + 4, kmax)) {
+    if (stop(k)) {
+      hi = k;
+      break;
+    }
+    if (k == kmax || (prev >= 0 && at(k).reach < 1.1 * at(prev).reach)) break;
+  }
+  if (hi >= 0) {
+    if (hi > 0) {
+      int lo = (hi - 1) / 4 * 4;  // the previous doubling step: stop(lo) is false
+      while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        (stop(mid) ? hi : lo) = mid;
+      }
+    }
+    // hi reaches the target or is out of range; then the step below it is the largest in range (never below 1).
+    int k = feasible(hi) || hi == 0 ? hi : hi - 1;
+    reached = at(k).reach;
+    return scale(k);
+  }
+  // Bounded (scaling the inputs does not bring the exp arguments to the target, e.g. after an rms_norm): the
+  // smallest evaluated scale that gets within 10% of the largest value reached.
+  double best = 0;
+  for (const std::optional<Probe>& p : memo)
+    if (p) best = std::max(best, p->reach);
+  for (int k = 0; k <= kmax; ++k)
+    if (memo[static_cast<size_t>(k)] && memo[static_cast<size_t>(k)]->reach >= 0.9 * best) {
+      reached = memo[static_cast<size_t>(k)]->reach;
+      return scale(k);
+    }
+  reached = best;
+  return scale(kmax);
+}
+
+std::string index_str(const ir::TensorType& t, int64_t flat) {
+  std::string s = "]";
+  for (int d = t.rank - 1; d >= 0; --d) {
+    s = std::to_string(flat % t.dim(d)) + (d == t.rank - 1 ? "" : ",") + s;
+    flat /= t.dim(d);
+  }
+  return "[" + s;
+}
+
+std::string num(double v) {
+  if (std::isnan(v)) return "nan";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+bool same_shape(const ir::TensorType& a, const ir::TensorType& b) {
+  return a.rank == b.rank && std::equal(a.shape().begin(), a.shape().end(), b.shape().begin());
+}
+
+std::string interface_mismatch(const ir::Graph& r, const ir::Graph& c) {
+  auto side = [&](const char* what, std::span<const ir::TensorId> a, std::span<const ir::TensorId> b) -> std::string {
+    if (a.size() != b.size()) return std::string("the programs have different numbers of ") + what + "s";
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!same_shape(r.type(a[i]), c.type(b[i])) || r.type(a[i]).dtype != c.type(b[i]).dtype)
+        return std::string(what) + " " + std::to_string(i) + " is " + r.type(a[i]).str() + " in the reference but " +
+               c.type(b[i]).str() + " in the candidate";
+    return "";
+  };
+  std::string m = side("input", r.inputs(), c.inputs());
+  return m.empty() ? side("output", r.outputs(), c.outputs()) : m;
+}
+
+}  // namespace
+
+// Tolerances (relative; see float_check.h for how they apply). A device program differs from the f64 reference
+// by the rounding of every tensor it stores (unit roundoff u: f16 2^-11 = 4.9e-4, bf16 2^-8 = 3.9e-3, f32
+// 2^-24 = 6e-8), compounded along a chain of a few to ~10 stored intermediates, plus f32 accumulation and, on the
+// large set, the amplification of a logit's rounding error by exp (d exp(x) / exp(x) = dx, and an f16 logit near
+// 60 carries an absolute error up to 2^-6). The tolerances leave that budget with a margin of ~10-20 ulps for f16
+// and bf16, and ~1700 ulps for f32, where the reference's own f64 rounding no longer dominates but long f32 sums
+// in a different order do. They are far below any structural error (which the finite-field check excludes
+// anyway) and far above what correct rewrites produce on small and medium shapes. The absolute part rtol*max|r_o|
+// is norm-wise: the rounding error of a sum scales with the magnitude of its terms, not of its result, so an
+// element that cancels to near zero is judged against the size of its output tensor; the floor (the type's
+// smallest normal) covers outputs that are all (nearly) zero.
+Tolerance float_tolerance(ir::DType t) {
+  switch (t) {
+    case ir::DType::f16: return {1e-2, 0x1p-14};
+    case ir::DType::bf16: return {3e-2, 0x1p-126};
+    case ir::DType::f32: return {1e-4, 0x1p-126};
+  }
+  return {1e-4, 0x1p-126};
+}
+
+std::string FloatCheck::str() const {
+  std::string s = pass                ? std::string("float check passed")
+                  : input_set.empty() ? "float check FAILED: " + message
+                                      : "float check FAILED on the " + input_set + " inputs: " + message;
+  if (output >= 0)
+    s += std::string("\n  ") + (pass ? "worst element" : "failing element") + ": output " + std::to_string(output) +
+         " (" + output_desc + ") at " + index + " on the " + input_set + " inputs: reference " + num(reference) +
+         ", candidate " + num(candidate) + " (" + (std::isfinite(error) ? num(error) : "inf") +
+         " of the tolerance)";
+  s += "\n  inputs: random in [-1, 1]";
+  if (large_scale > 0) {
+    s += "; large in [-" + num(large_scale) + ", " + num(large_scale) + "]";
+    s += large_exp_arg > 0 ? " (reference's largest |exp argument| " + num(large_exp_arg) + ")" : " (no exp)";
+  }
+  char t[32];
+  std::snprintf(t, sizeof t, "; %.2f s", seconds);
+  return s + t;
+}
+
+FloatCheck float_check(const ir::Graph& ref, const ir::Graph& cand, const FloatCheckOptions& opts) {
+  auto start = std::chrono::steady_clock::now();
+  FloatCheck fc;
+  auto finish = [&] {
+    fc.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return fc;
+  };
+  if (std::string m = interface_mismatch(ref, cand); !m.empty()) {
+    fc.pass = false;
+    fc.message = "interfaces differ: " + m;
+    return finish();
+  }
+  std::vector<std::string> names = ir::printed_names(ref);
+
+  // Compares one input set; returns false (after filling fc) on failure.
+  auto check_set = [&](const char* set, const std::vector<FloatArray>& inputs) {
+    std::vector<FloatArray> want = eval_float(ref, inputs, Precision::f64);
+    std::vector<FloatArray> got = eval_float(cand, inputs, Precision::device);
+    double worst = -1;
+    bool unsafe = false;
+    int64_t at_o = -1, at_i = -1;
+    for (size_t o = 0; o < want.size(); ++o) {
+      const FloatArray &r = want[o], &c = got[o];
+      Tolerance tol = float_tolerance(r.type.dtype);
+      double rtol = tol.rtol * opts.tolerance_factor, maxabs = 0;
+      for (double v : r.data)
+        if (std::isfinite(v)) maxabs = std::max(maxabs, std::fabs(v));
+      double floor = rtol * maxabs + tol.floor * opts.tolerance_factor;
+      for (size_t i = 0; i < r.data.size(); ++i) {
+        double rv = r.data[i], cv = c.data[i];
+        // A reference value that its element type cannot hold (inf, NaN, or beyond the type's range, so that the
+        // output tensor itself overflows on a device) holds the candidate to nothing.
+        if (!std::isfinite(ir::round_to_dtype(rv, r.type.dtype))) continue;
+        if (!std::isfinite(cv)) {
+          if (!unsafe) {  // report the first non-finite element
+            unsafe = true;
+            worst = INFINITY;
+            at_o = static_cast<int64_t>(o);
+            at_i = static_cast<int64_t>(i);
+          }
+          continue;
+        }
+        double err = std::fabs(cv - rv) / (rtol * std::fabs(rv) + floor);
+        if (!unsafe && err > worst) {
+          worst = err;
+          at_o = static_cast<int64_t>(o);
+          at_i = static_cast<int64_t>(i);
+        }
+      }
+    }
+    // Keep the worse of the two sets' worst elements (a failure is always worse than a pass).
+    if (at_o < 0 || (worst <= fc.error && fc.output >= 0)) return !unsafe && worst <= 1;
+    auto o = static_cast<size_t>(at_o), i = static_cast<size_t>(at_i);
+    ir::TensorId t = ref.outputs()[o];
+    fc.input_set = set;
+    fc.output = static_cast<int>(o);
+    fc.output_desc = names[t] + ": " + ref.type(t).str();
+    fc.index = index_str(ref.type(t), at_i);
+    fc.reference = want[o].data[i];
+    fc.candidate = got[o].data[i];
+    fc.error = worst;
+    if (unsafe) {
+      fc.pass = false;
+      fc.unsafe = true;
+      fc.message = "unsafe: candidate produced inf/NaN (e.g. softmax without max subtraction overflows f16)";
+    } else if (worst > 1) {
+      fc.pass = false;
+      fc.message = "the candidate is less accurate than the " + std::string(ir::dtype_name(ref.type(t).dtype)) +
+                   " tolerance allows (rtol " + num(float_tolerance(ref.type(t).dtype).rtol * opts.tolerance_factor) +
+                   ")";
+    }
+    return fc.pass;
+  };
+
+  if (!check_set("random", random_inputs(ref, opts.seed, 1.0))) return finish();
+  fc.large_scale = large_scale(ref, opts, fc.large_exp_arg);
+  check_set("large", random_inputs(ref, large_seed(opts.seed), fc.large_scale));
+  return finish();
+}
+
+}  // namespace morgana::verify

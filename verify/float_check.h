@@ -1,0 +1,74 @@
+// The float check: the finite-field verdict (verify/equivalence.h) says that a candidate computes the same function
+// as the reference; this says that it also computes it accurately enough in the precision a GPU uses, and that it
+// does not overflow where the reference does not. The reference runs in f64, the candidate in Precision::device
+// (f32 arithmetic, every tensor an op makes rounded to its element type, as a GPU kernel stores it), on two seeded
+// input sets, each input drawn uniformly and rounded to its element type:
+//   (a) "random": inputs in [-1, 1];
+//   (b) "large": inputs in [-s, s], with s picked from the reference alone (FloatCheckOptions): the smallest
+//       s = 2^(k/4) at which the largest |exp argument| the reference evaluates (in f64) reaches `exp_target` = 60.
+//       For a softmax that is the spread max - min of a row of logits. A candidate that exponentiates logits
+//       without subtracting the max then sees exp(x) with x far beyond 11.09, where f16 overflows (65504), and
+//       produces inf and then NaN (inf / inf); the max-subtracted form evaluates exp on arguments <= 0 and stays
+//       finite. Scaling every input is generic: no knowledge of which input feeds which logit is needed, and the
+//       search measures the effect instead of assuming a degree (logits QK grow as s^2, a scaled x as s).
+//       Limits on s: at most max_scale (256); never so large that a reference output exceeds 1/16 of its type's
+//       largest finite value (what is compared must be representable, with headroom); when scaling cannot reach
+//       the target (exp arguments bounded, as after an rms_norm: QKNorm), the smallest scale within 10% of the
+//       largest reach; when the reference evaluates no exp, the largest power of two up to no_exp_scale (16) that
+//       respects the headroom.
+// An output element passes when |c - r| <= rtol*|r| + rtol*max|r_o| + floor (float_tolerance, max over the output
+// tensor o). Where the reference is finite and representable in the output's type but the candidate is inf or NaN,
+// the check fails as unsafe. Reference values the output type cannot hold are not compared.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ir/graph.h"
+
+namespace morgana::verify {
+
+struct FloatCheckOptions {
+  uint64_t seed = 1;
+  // The large set (see above): s = 2^(k/4), k >= 0, the smallest at which the reference's largest |exp argument|
+  // reaches exp_target, within max_scale and the output headroom; no_exp_scale bounds s for a reference without exp.
+  double exp_target = 60;
+  double max_scale = 256;
+  double no_exp_scale = 16;
+  // Multiplies every dtype tolerance (1: the documented defaults).
+  double tolerance_factor = 1;
+};
+
+// Tolerance of one output element type: |c - r| <= rtol*|r| + rtol*max|r_o| + floor.
+struct Tolerance {
+  double rtol;
+  double floor;  // the smallest normal number of the type: below it the type has no relative precision
+};
+Tolerance float_tolerance(ir::DType t);
+
+struct FloatCheck {
+  bool pass = true;
+  bool unsafe = false;  // the candidate produced inf/NaN where the reference is finite
+  std::string message;  // why it failed; empty when it passed
+
+  // The worst element over both input sets (the failing one when it failed).
+  std::string input_set;  // "random" or "large"; empty when no output has an element
+  int output = -1;
+  std::string output_desc;  // "O: f16[2,1,16]"
+  std::string index;        // "[0,0,3]"
+  double reference = 0, candidate = 0;
+  double error = 0;  // |c - r| / allowed; <= 1 passes (inf for a non-finite candidate)
+
+  double large_scale = 0;    // the large set's input range [-s, s]
+  double large_exp_arg = 0;  // the reference's largest |exp argument| on the large set (0: no exp)
+  double seconds = 0;
+
+  // "float check passed: ..." or "float check FAILED: <message> ...", one line each for the verdict, the worst
+  // element and the input sets.
+  std::string str() const;
+};
+
+// `reference` and `candidate` are kernel graphs with the same inputs and outputs (shapes and element types).
+FloatCheck float_check(const ir::Graph& reference, const ir::Graph& candidate, const FloatCheckOptions& options = {});
+
+}  // namespace morgana::verify
