@@ -77,8 +77,14 @@ TEST(Cli, TargetsListsTheShippedFiles) {
 TEST(Cli, VerifyAcceptsAMuGraphOfItsSpecAndExplainsAMismatch) {
   Result ok = run("verify examples/lora.mg examples/mugraphs/lora_concat.mg --trials 1");
   EXPECT_EQ(ok.code, 0) << ok.out;
-  EXPECT_NE(ok.out.find("equivalent (1 trial)"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("equivalent (1 trial, "), std::string::npos) << ok.out;
   Result bad = run("verify examples/lora.mg examples/gated_mlp.mg");
   EXPECT_EQ(bad.code, 1) << bad.out;
   EXPECT_NE(bad.out.find("interfaces differ"), std::string::npos) << bad.out;
+}
+
+TEST(Cli, VerifyFloatCheckRunsAfterTheFieldVerdict) {
+  Result r = run("verify examples/lora.mg examples/mugraphs/lora_concat.mg --trials 1 --float");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("float check"), std::string::npos) << r.out;
 }
