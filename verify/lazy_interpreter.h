@@ -1,11 +1,10 @@
-// Demand-driven evaluation for the cheap equivalence mode: computes only the output elements asked for and only the
-// elements they depend on, memoizing each one (per block and for-loop iteration inside block graphs). Its semantics
-// are exactly those of the eager Interpreter (interpreter.h), in the same operation order, so that results are
-// identical in every domain; tests run both on every example and on random graphs and require equality.
+// Demand-driven evaluation for the cheap equivalence mode: computes only the output elements asked for and what they
+// depend on. The unit of demand is a row (a slice along the last dim): each op makes whole rows in tight loops, and
+// every row is memoized (per block and for-loop iteration inside block graphs). The semantics are exactly those of
+// the eager Interpreter (interpreter.h), in the same operation order, so that results are identical in every domain;
+// tests run both on every example and on random graphs and require equality.
 #pragma once
 
-#include <cstdlib>
-#include <optional>
 #include <memory>
 #include <unordered_map>
 
@@ -30,25 +29,15 @@ inline int64_t flatten(const TensorType& t, const Index& idx) {
   return f;
 }
 
-// Flat index into operand `of` (right-aligned, broadcast) of output index `idx` (rank `rank`).
-inline int64_t broadcast_flat(const TensorType& of, const Index& idx, int rank) {
-  int64_t f = 0;
-  for (int i = 0; i < of.rank; ++i) {
-    int64_t c = of.dim(i) == 1 ? 0 : idx[static_cast<size_t>(rank - of.rank + i)];
-    f = f * of.dim(i) + c;
-  }
-  return f;
-}
-
-// InputFn: V(size_t input, int64_t flat), element `flat` of input `input`; called often, so it should be an
-// array read.
+// InputFn: V(size_t input, int64_t flat), element `flat` of input `input`; it should be an array read.
 template <class D, class InputFn>
 class LazyInterpreter {
  public:
   using V = typename D::Value;
+  using Row = std::vector<V>;
 
   LazyInterpreter(D& domain, const Graph& g, InputFn inputs)
-      : d_(domain), g_(g), inputs_(std::move(inputs)), cache_(g.num_tensors()) {
+      : d_(domain), g_(g), inputs_(std::move(inputs)), rows_(g.num_tensors()) {
     MG_CHECK(!g.is_block(), "lazy evaluation of a kernel graph");
     for (const Graph& body : g.bodies()) {
       std::vector<ir::NodeId> saves;
@@ -59,75 +48,119 @@ class LazyInterpreter {
   }
 
   // Element `flat` of output `i`.
-  V output(size_t i, int64_t flat) { return value(g_.outputs()[i], flat); }
-  size_t frames() const { return frames_.size(); }
+  V output(size_t i, int64_t flat) {
+    TensorId t = g_.outputs()[i];
+    int64_t last = last_dim(g_.type(t));
+    return krow(t, flat / last)[static_cast<size_t>(flat % last)];
+  }
+
   // Whether the epilogue of block `b` of block op `node` has been evaluated (some output of it was needed).
   bool block_evaluated(ir::NodeId node, const std::array<int64_t, ir::kGridDims>& b) const {
     return frames_.count(frame_key(node, b, -1)) != 0;
   }
 
  private:
-  using NodeIdList = std::vector<ir::NodeId>;
   using Block = std::array<int64_t, ir::kGridDims>;
-
-  // Memo of one tensor: values left uninitialized (malloc: untouched pages cost nothing) and one ready bit per
-  // element, so that making a memo for a large tile touches little memory.
-  struct Cache {
-    std::unique_ptr<V[], decltype(&std::free)> vals{nullptr, &std::free};
-    std::unique_ptr<uint64_t[], decltype(&std::free)> bits{nullptr, &std::free};
-    void ensure(const TensorType& t) {
-      if (vals) return;
-      auto n = static_cast<size_t>(t.numel());
-      vals.reset(static_cast<V*>(std::malloc(sizeof(V) * n)));
-      bits.reset(static_cast<uint64_t*>(std::calloc((n + 63) / 64, sizeof(uint64_t))));
-      MG_CHECK(vals && bits, "out of memory in lazy evaluation");
-    }
-    bool ready(int64_t i) const { return (bits[static_cast<size_t>(i) >> 6] >> (i & 63)) & 1; }
-    void set(int64_t i, const V& v) {
-      vals[static_cast<size_t>(i)] = v;
-      bits[static_cast<size_t>(i) >> 6] |= uint64_t{1} << (i & 63);
-    }
+  // Rows of one tensor, made on demand.
+  struct RowTable {
+    std::vector<std::unique_ptr<Row>> rows;
   };
   struct Frame {
-    std::vector<Cache> tensors;
+    std::vector<RowTable> tensors;
   };
 
-  V value(TensorId t, int64_t flat) {
-    const ir::Tensor& ten = g_.tensor(t);
-    const Node& n = g_.node(ten.producer);
-    if (n.op == OpCode::input) return inputs_(n.attrs.index, flat);  // the caller's inputs are cheap to read
-    Cache& c = cache_[t];
-    c.ensure(ten.type);
-    if (c.ready(flat)) return c.vals[static_cast<size_t>(flat)];
-    V v;
-    if (n.op == OpCode::block) {
-      v = block_output(n, ten.producer, ten.result_index, flat);
-    } else {
-      auto ops = g_.operands(n);
-      v = compute(g_, n, ten.type, flat, stats_key(0, t),
-                  [&](int k, int64_t f) { return value(ops[static_cast<size_t>(k)], f); });
+  static int64_t last_dim(const TensorType& t) { return t.dim(t.rank - 1); }
+  static int64_t num_rows(const TensorType& t) { return t.numel() / last_dim(t); }
+  // Leading index (all dims but the last) of row `r`, and back.
+  static Index row_index(const TensorType& t, int64_t r) {
+    Index idx{};
+    for (int d = t.rank - 2; d >= 0; --d) {
+      idx[static_cast<size_t>(d)] = r % t.dim(d);
+      r /= t.dim(d);
     }
-    c.set(flat, v);
-    return v;
+    return idx;
+  }
+  static int64_t row_of(const TensorType& t, const Index& idx) {
+    int64_t r = 0;
+    for (int d = 0; d < t.rank - 1; ++d) r = r * t.dim(d) + idx[static_cast<size_t>(d)];
+    return r;
+  }
+  // Row of operand `of` (right-aligned, broadcast) feeding output row `idx` of rank `rank`.
+  static int64_t broadcast_row(const TensorType& of, const Index& idx, int rank) {
+    int64_t r = 0;
+    for (int i = 0; i < of.rank - 1; ++i) {
+      int64_t c = of.dim(i) == 1 ? 0 : idx[static_cast<size_t>(rank - of.rank + i)];
+      r = r * of.dim(i) + c;
+    }
+    return r;
   }
 
-  V block_output(const Node& n, ir::NodeId node, int result, int64_t flat) {
+  static const Row* find(RowTable& tab, const TensorType& t, int64_t r) {
+    if (tab.rows.empty()) tab.rows.resize(static_cast<size_t>(num_rows(t)));
+    return tab.rows[static_cast<size_t>(r)].get();
+  }
+  static const Row& keep(RowTable& tab, int64_t r, Row row) {
+    auto& slot = tab.rows[static_cast<size_t>(r)];
+    slot = std::make_unique<Row>(std::move(row));
+    return *slot;
+  }
+
+  // --- kernel level ---
+  const Row& krow(TensorId t, int64_t r) {
+    const ir::Tensor& ten = g_.tensor(t);
+    if (const Row* hit = find(rows_[t], ten.type, r)) return *hit;
+    const Node& n = g_.node(ten.producer);
+    Row row;
+    if (n.op == OpCode::input) {
+      int64_t last = last_dim(ten.type);
+      row.resize(static_cast<size_t>(last));
+      for (int64_t c = 0; c < last; ++c) row[static_cast<size_t>(c)] = inputs_(n.attrs.index, r * last + c);
+    } else if (n.op == OpCode::block) {
+      row = block_output_row(n, ten.producer, ten.result_index, r);
+    } else {
+      auto ops = g_.operands(n);
+      row = compute(g_, n, ten.type, r, [&](int k, int64_t rr) -> const Row& {
+        return krow(ops[static_cast<size_t>(k)], rr);
+      });
+    }
+    return keep(rows_[t], r, std::move(row));
+  }
+
+  Row block_output_row(const Node& n, ir::NodeId node, int result, int64_t r) {
     const Graph& body = g_.body(n);
     const Node& save = body.node(saves_[n.attrs.index][static_cast<size_t>(result)]);
     TensorId src = body.operands(save)[0];
     const TensorType& tile = body.type(src);
-    Index idx = unflatten(g_.type(g_.result(n, result)), flat);
+    const TensorType& out = g_.type(g_.result(n, result));
+    Index idx = row_index(out, r);
     Block b{0, 0, 0};
+    int last = out.rank - 1, along_last = -1;
     for (int g = 0; g < ir::kGridDims; ++g) {
       int8_t d = save.attrs.map[static_cast<size_t>(g)];
       if (d == ir::kPhi) continue;
+      if (d == last) {
+        along_last = g;
+        continue;
+      }
       auto ud = static_cast<size_t>(d);
       b[static_cast<size_t>(g)] = idx[ud] / tile.dim(d);
       idx[ud] %= tile.dim(d);
     }
-    return block_value(node, b, -1, src, flatten(tile, idx));
+    int64_t tile_row = row_of(tile, idx), tile_last = last_dim(tile), out_last = last_dim(out);
+    Row row(static_cast<size_t>(out_last));
+    int64_t parts = along_last < 0 ? 1 : g_.body(n).block_params().grid[static_cast<size_t>(along_last)];
+    for (int64_t p = 0; p < parts; ++p) {
+      if (along_last >= 0) b[static_cast<size_t>(along_last)] = p;
+      int64_t start = p * tile_last;
+      if (start >= out_last) break;
+      const Row& t = brow(node, b, -1, src, tile_row);
+      for (int64_t c = 0; c < tile_last && start + c < out_last; ++c)
+        row[static_cast<size_t>(start + c)] = t[static_cast<size_t>(c)];
+    }
+    return row;
   }
 
+  // --- block level ---
   // Frames are keyed by an exact packing (not a hash): node, block and iteration each get their own bit field.
   uint64_t frame_key(ir::NodeId node, const Block& b, int64_t iter) const {
     const ir::BlockParams& p = g_.body(g_.node(node)).block_params();
@@ -142,219 +175,178 @@ class LazyInterpreter {
     return it->second;
   }
 
-  // Body tensor `t` of block `b` of block op `node`, in for-loop iteration `iter` (-1: the epilogue).
-  V block_value(ir::NodeId node, const Block& b, int64_t iter, TensorId t, int64_t flat) {
-    return in_frame(frame(node, b, iter), node, b, iter, t, flat);
-  }
-
-  // The same, with the frame already found: operands in the same frame are fetched without another lookup.
-  V in_frame(Frame& fr, ir::NodeId node, const Block& b, int64_t iter, TensorId t, int64_t flat) {
-    const Node& bn_op = g_.node(node);
-    const Graph& body = g_.body(bn_op);
-    Cache& c = fr.tensors[t];
+  // Row `r` of body tensor `t` of block `b` of block op `node`, in for-loop iteration `iter` (-1: the epilogue).
+  const Row& brow(ir::NodeId node, const Block& b, int64_t iter, TensorId t, int64_t r) {
+    Frame& fr = frame(node, b, iter);  // unordered_map never moves elements: `fr` stays valid below
+    const Node& block_op = g_.node(node);
+    const Graph& body = g_.body(block_op);
     const ir::Tensor& ten = body.tensor(t);
-    c.ensure(ten.type);
-    if (c.ready(flat)) return c.vals[static_cast<size_t>(flat)];
+    if (const Row* hit = find(fr.tensors[t], ten.type, r)) return *hit;
     const Node& n = body.node(ten.producer);
     const ir::OpInfo& info = ir::op_info(n.op);
     auto ops = body.operands(n);
-    V v;
+    Row row;
     if (info.kind == OpKind::Iter) {
-      const ir::BlockParams& p = body.block_params();
-      TensorId src = g_.operands(bn_op)[n.attrs.index];
-      const TensorType& full = g_.type(src);
-      Index idx = unflatten(ten.type, flat);
-      bool inside = true;
-      for (int d = 0; d < ten.type.rank; ++d) {
-        auto ud = static_cast<size_t>(d);
-        int64_t loop_parts = n.attrs.fmap == d ? p.loop : 1;
-        int64_t origin = n.attrs.fmap == d ? iter * ten.type.dim(d) : 0;
-        for (int g = 0; g < ir::kGridDims; ++g)
-          if (n.attrs.map[static_cast<size_t>(g)] == d)
-            origin += b[static_cast<size_t>(g)] * ten.type.dim(d) * loop_parts;
-        idx[ud] += origin;
-        if (idx[ud] >= full.dim(d)) inside = false;
-      }
-      v = inside ? value(src, flatten(full, idx)) : d_.constant(0);
+      row = load_row(block_op, body, n, ten.type, b, iter, r);
     } else if (info.kind == OpKind::Accum) {
-      v = accumulate(node, b, n, body, flat);
+      row = accumulate(node, b, n, body, r);
     } else {
-      v = compute(body, n, ten.type, flat, stats_key(frame_key(node, b, iter) + 1, t),
-                  [&](int k, int64_t f) { return in_frame(fr, node, b, iter, ops[static_cast<size_t>(k)], f); });
+      row = compute(body, n, ten.type, r, [&](int k, int64_t rr) -> const Row& {
+        return brow(node, b, iter, ops[static_cast<size_t>(k)], rr);
+      });
     }
-    // `c` is still valid: unordered_map never moves its elements, and a frame's tensor list never grows.
-    c.set(flat, v);
-    return v;
+    return keep(fr.tensors[t], r, std::move(row));
   }
 
-  // The eager interpreter's accumulate(), one element at a time, in the same order.
-  V accumulate(ir::NodeId node, const Block& b, const Node& n, const Graph& body, int64_t flat) {
+  Row load_row(const Node& block_op, const Graph& body, const Node& n, const TensorType& tile, const Block& b,
+               int64_t iter, int64_t r) {
+    const ir::BlockParams& p = body.block_params();
+    TensorId src = g_.operands(block_op)[n.attrs.index];
+    const TensorType& full = g_.type(src);
+    Index idx = row_index(tile, r);
+    idx[static_cast<size_t>(tile.rank - 1)] = 0;
+    for (int d = 0; d < tile.rank; ++d) {
+      int64_t loop_parts = n.attrs.fmap == d ? p.loop : 1;
+      int64_t origin = n.attrs.fmap == d ? iter * tile.dim(d) : 0;
+      for (int g = 0; g < ir::kGridDims; ++g)
+        if (n.attrs.map[static_cast<size_t>(g)] == d) origin += b[static_cast<size_t>(g)] * tile.dim(d) * loop_parts;
+      idx[static_cast<size_t>(d)] += origin;
+    }
+    int64_t tile_last = last_dim(tile), start = idx[static_cast<size_t>(tile.rank - 1)];
+    Row row(static_cast<size_t>(tile_last), d_.constant(0));  // masked: ragged edges read as zero
+    for (int d = 0; d < tile.rank - 1; ++d)
+      if (idx[static_cast<size_t>(d)] >= full.dim(d)) return row;
+    const Row& s = krow(src, row_of(full, idx));
+    for (int64_t c = 0; c < tile_last && start + c < last_dim(full); ++c)
+      row[static_cast<size_t>(c)] = s[static_cast<size_t>(start + c)];
+    return row;
+  }
+
+  // The eager interpreter's accumulate(), a row at a time, in the same order.
+  Row accumulate(ir::NodeId node, const Block& b, const Node& n, const Graph& body, int64_t r) {
     const ir::OpInfo& info = ir::op_info(n.op);
     auto ops = body.operands(n);
     int64_t loop = body.block_params().loop;
+    Row acc = brow(node, b, 0, ops[0], r);
     if (info.field != FieldSem::RescaleSum) {
-      V acc = block_value(node, b, 0, ops[0], flat);
-      for (int64_t t = 1; t < loop; ++t) acc = d_.binary(info.field, acc, block_value(node, b, t, ops[0], flat));
+      for (int64_t t = 1; t < loop; ++t) {
+        const Row& x = brow(node, b, t, ops[0], r);
+        for (size_t c = 0; c < acc.size(); ++c) acc[c] = d_.binary(info.field, acc[c], x[c]);
+      }
       return acc;
     }
-    const TensorType& xt = body.type(ops[0]);
-    int64_t mflat = broadcast_flat(body.type(ops[1]), unflatten(xt, flat), xt.rank);
-    V acc = block_value(node, b, 0, ops[0], flat);
-    V run_max = block_value(node, b, 0, ops[1], mflat);
+    const TensorType &xt = body.type(ops[0]), &mt = body.type(ops[1]);
+    int64_t mr = broadcast_row(mt, row_index(xt, r), xt.rank);
+    bool m_scalar_row = last_dim(mt) == 1;
+    Row run_max = brow(node, b, 0, ops[1], mr);
     for (int64_t t = 1; t < loop; ++t) {
-      V m = block_value(node, b, t, ops[1], mflat);
-      V x = block_value(node, b, t, ops[0], flat);
-      V new_max = d_.binary(FieldSem::Max, run_max, m);
-      V keep = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, run_max, new_max), 0);
-      V add = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, m, new_max), 0);
-      acc = d_.binary(FieldSem::Add, d_.binary(FieldSem::Mul, acc, keep), d_.binary(FieldSem::Mul, x, add));
-      run_max = new_max;
+      const Row& m = brow(node, b, t, ops[1], mr);
+      const Row& x = brow(node, b, t, ops[0], r);
+      Row new_max(run_max.size());
+      for (size_t c = 0; c < new_max.size(); ++c) new_max[c] = d_.binary(FieldSem::Max, run_max[c], m[c]);
+      for (size_t c = 0; c < acc.size(); ++c) {
+        size_t mc = m_scalar_row ? 0 : c;
+        V keep_f = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, run_max[mc], new_max[mc]), 0);
+        V add_f = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, m[mc], new_max[mc]), 0);
+        acc[c] = d_.binary(FieldSem::Add, d_.binary(FieldSem::Mul, acc[c], keep_f), d_.binary(FieldSem::Mul, x[c], add_f));
+      }
+      run_max = std::move(new_max);
     }
     return acc;
   }
 
-  // One element of a non-structural op, in the eager interpreter's operation order. fetch(k, f) is element f of
-  // operand k.
-  // Per-row data computed once and reused by every element of the row: softmax and rms_norm statistics, matmul
-  // operand rows and columns. Keys are exact (no hash-only identity): the frame (0 for kernel level), the tensor
-  // being computed, what is cached, and the row's offset.
-  struct RowKey {
-    uint64_t frame;
-    TensorId tensor;
-    uint32_t what;
-    int64_t offset;
-    bool operator==(const RowKey&) const = default;
-  };
-  struct RowKeyHash {
-    size_t operator()(const RowKey& k) const {
-      return ir::hash_mix(ir::hash_mix(k.frame, (static_cast<uint64_t>(k.tensor) << 8) | k.what),
-                          static_cast<uint64_t>(k.offset));
-    }
-  };
-  struct Ctx {
-    uint64_t frame;
-    TensorId tensor;
-  };
-  static Ctx stats_key(uint64_t frame, TensorId t) { return {frame, t}; }
-  struct RowStats {
-    V a{}, b{};
-  };
-  template <class F>
-  const RowStats& row_stats(Ctx ctx, int64_t row, F&& make) {
-    RowKey key{ctx.frame, ctx.tensor, 0, row};
-    auto it = stats_.find(key);
-    if (it == stats_.end()) it = stats_.emplace(key, make()).first;
-    return it->second;
-  }
-  // Elements first, first + step, ... (n of them) of operand k, fetched once.
+  // Row `r` of a non-structural op's result. fetch(k, row) is row `row` of operand k.
   template <class Fetch>
-  const std::vector<V>& operand_run(Ctx ctx, uint32_t k, int64_t first, int64_t step, int64_t n, Fetch& fetch) {
-    RowKey key{ctx.frame, ctx.tensor, 1 + k, first};
-    auto it = runs_.find(key);
-    if (it != runs_.end()) return it->second;
-    std::vector<V> r(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) r[static_cast<size_t>(i)] = fetch(static_cast<int>(k), first + i * step);
-    return runs_.emplace(key, std::move(r)).first->second;
-  }
-
-  template <class Fetch>
-  V compute(const Graph& gr, const Node& n, const TensorType& out, int64_t flat, Ctx ctx, Fetch&& fetch) {
+  Row compute(const Graph& gr, const Node& n, const TensorType& out, int64_t r, Fetch&& fetch) {
     const ir::OpInfo& info = ir::op_info(n.op);
     const Attrs& a = n.attrs;
     auto ops = gr.operands(n);
     auto type = [&](int k) -> const TensorType& { return gr.type(ops[static_cast<size_t>(k)]); };
+    const int last = out.rank - 1;
+    const auto width = static_cast<size_t>(last_dim(out));
+    Index idx = row_index(out, r);
+    // Rows of operand k along `dim` (< last) at coordinates 0..n-1, with the rest of `idx` fixed.
+    auto along = [&](int k, int dim, int64_t c) -> const Row& {
+      Index i = idx;
+      i[static_cast<size_t>(dim)] = c;
+      return fetch(k, row_of(type(k), i));
+    };
     switch (info.kind) {
-      case OpKind::Unary:
-        return d_.unary(n.op, fetch(0, flat), a.s);
+      case OpKind::Unary: {
+        Row row = fetch(0, r);
+        for (V& v : row) v = d_.unary(n.op, v, a.s);
+        return row;
+      }
       case OpKind::Binary: {
-        Index idx = unflatten(out, flat);
-        return d_.binary(info.field, fetch(0, broadcast_flat(type(0), idx, out.rank)),
-                         fetch(1, broadcast_flat(type(1), idx, out.rank)));
+        const Row& x = fetch(0, broadcast_row(type(0), idx, out.rank));
+        const Row& y = fetch(1, broadcast_row(type(1), idx, out.rank));
+        bool xs = x.size() == 1 && width > 1, ys = y.size() == 1 && width > 1;
+        Row row(width);
+        for (size_t c = 0; c < width; ++c) row[c] = d_.binary(info.field, x[xs ? 0 : c], y[ys ? 0 : c]);
+        return row;
       }
       case OpKind::Matmul: {
-        Index idx = unflatten(out, flat);
         const TensorType &ta = type(0), &tb = type(1);
-        int r = out.rank;
-        int64_t i = idx[static_cast<size_t>(r - 2)], j = idx[static_cast<size_t>(r - 1)];
-        int64_t k = ta.dim(ta.rank - 1), m = ta.dim(ta.rank - 2), nn = tb.dim(tb.rank - 1);
-        auto batch_flat = [&](const TensorType& t) {
-          int64_t f = 0;
-          for (int p = 0; p < t.rank - 2; ++p) {
-            int64_t c = t.dim(p) == 1 ? 0 : idx[static_cast<size_t>(r - t.rank + p)];
-            f = f * t.dim(p) + c;
+        int64_t k = ta.dim(ta.rank - 1);
+        // A's row: its batch dims broadcast from ours, then m = our second-to-last coordinate.
+        Index ai{}, bi{};
+        for (int p = 0; p < ta.rank - 2; ++p)
+          ai[static_cast<size_t>(p)] = ta.dim(p) == 1 ? 0 : idx[static_cast<size_t>(out.rank - ta.rank + p)];
+        ai[static_cast<size_t>(ta.rank - 2)] = idx[static_cast<size_t>(out.rank - 2)];
+        for (int p = 0; p < tb.rank - 2; ++p)
+          bi[static_cast<size_t>(p)] = tb.dim(p) == 1 ? 0 : idx[static_cast<size_t>(out.rank - tb.rank + p)];
+        const Row& arow = fetch(0, row_of(ta, ai));
+        Row row(width);
+        for (int64_t kk = 0; kk < k; ++kk) {
+          bi[static_cast<size_t>(tb.rank - 2)] = kk;
+          const V* bk = fetch(1, row_of(tb, bi)).data();
+          V av = arow[static_cast<size_t>(kk)];
+          V* out_row = row.data();
+          if (kk == 0) {
+            for (size_t j = 0; j < width; ++j) out_row[j] = d_.binary(FieldSem::Mul, av, bk[j]);
+          } else {
+            for (size_t j = 0; j < width; ++j)
+              out_row[j] = d_.binary(FieldSem::Add, out_row[j], d_.binary(FieldSem::Mul, av, bk[j]));
           }
-          return f;
-        };
-        int64_t a0 = batch_flat(ta) * m * k + i * k, b0 = batch_flat(tb) * k * nn + j;
-        const std::vector<V>& arow = operand_run(ctx, 0, a0, 1, k, fetch);
-        const std::vector<V>& bcol = operand_run(ctx, 1, b0, nn, k, fetch);
-        V acc = d_.binary(FieldSem::Mul, arow[0], bcol[0]);
-        for (size_t kk = 1; kk < static_cast<size_t>(k); ++kk)
-          acc = d_.binary(FieldSem::Add, acc, d_.binary(FieldSem::Mul, arow[kk], bcol[kk]));
-        return acc;
+        }
+        return row;
       }
       case OpKind::Reduce: {
-        Index idx = unflatten(out, flat);
-        auto ud = static_cast<size_t>(a.dim);
-        int64_t j = idx[ud], groups = type(0).dim(a.dim) / a.to;
-        V acc = fetch(0, flatten(type(0), idx));
-        for (int64_t g = 1; g < groups; ++g) {
-          idx[ud] = j + g * a.to;
-          acc = d_.binary(info.field, acc, fetch(0, flatten(type(0), idx)));
+        int64_t groups = type(0).dim(a.dim) / a.to;
+        if (a.dim == last) {
+          const Row& x = fetch(0, r);
+          Row row(width);
+          for (size_t j = 0; j < width; ++j) {
+            V acc = x[j];
+            for (int64_t g = 1; g < groups; ++g) acc = d_.binary(info.field, acc, x[j + static_cast<size_t>(g * a.to)]);
+            row[j] = acc;
+          }
+          return row;
         }
-        return acc;
+        int64_t j = idx[static_cast<size_t>(a.dim)];
+        Row row = along(0, a.dim, j);
+        for (int64_t g = 1; g < groups; ++g) {
+          const Row& x = along(0, a.dim, j + g * a.to);
+          for (size_t c = 0; c < width; ++c) row[c] = d_.binary(info.field, row[c], x[c]);
+        }
+        return row;
       }
-      case OpKind::Norm: {
-        Index idx = unflatten(out, flat);
-        auto ud = static_cast<size_t>(a.dim);
-        int64_t n_dim = out.dim(a.dim);
-        Index row = idx;
-        row[ud] = 0;
-        const RowStats& st = row_stats(ctx, flatten(out, row), [&] {
-          V ss{};
-          for (int64_t c = 0; c < n_dim; ++c) {
-            row[ud] = c;
-            V sq = d_.unary(OpCode::square, fetch(0, flatten(out, row)), 0);
-            ss = c == 0 ? sq : d_.binary(FieldSem::Add, ss, sq);
-          }
-          V r = d_.unary(OpCode::rsqrt,
-                         d_.unary(OpCode::add_scalar,
-                                  d_.unary(OpCode::mul_scalar, ss, 1.0 / static_cast<double>(n_dim)), a.eps),
-                         0);
-          return RowStats{r, r};
-        });
-        return d_.binary(FieldSem::Mul, fetch(0, flat), st.a);
-      }
-      case OpKind::Softmax: {
-        Index idx = unflatten(out, flat);
-        auto ud = static_cast<size_t>(a.dim);
-        int64_t n_dim = out.dim(a.dim);
-        Index row = idx;
-        auto at = [&](int64_t c) {
-          row[ud] = c;
-          return fetch(0, flatten(out, row));
-        };
-        row[ud] = 0;
-        const RowStats& st = row_stats(ctx, flatten(out, row), [&] {
-          V mx = at(0);
-          for (int64_t c = 1; c < n_dim; ++c) mx = d_.binary(FieldSem::Max, mx, at(c));
-          V s{};
-          for (int64_t c = 0; c < n_dim; ++c) {
-            V e = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, at(c), mx), 0);
-            s = c == 0 ? e : d_.binary(FieldSem::Add, s, e);
-          }
-          return RowStats{mx, s};
-        });
-        V e = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, fetch(0, flat), st.a), 0);
-        return d_.binary(FieldSem::Div, e, st.b);
-      }
+      case OpKind::Norm:
+      case OpKind::Softmax:
+        return normalize(info.kind, a, out, r, fetch, along);
       case OpKind::Concat: {
-        Index idx = unflatten(out, flat);
-        auto ud = static_cast<size_t>(a.dim);
         int64_t n0 = type(0).dim(a.dim);
-        if (idx[ud] < n0) return fetch(0, flatten(type(0), idx));
-        idx[ud] -= n0;
-        return fetch(1, flatten(type(1), idx));
+        if (a.dim == last) {
+          Row row = fetch(0, r);
+          const Row& y = fetch(1, r);
+          row.insert(row.end(), y.begin(), y.end());
+          return row;
+        }
+        int64_t c = idx[static_cast<size_t>(a.dim)];
+        if (c < n0) return along(0, a.dim, c);
+        Index i = idx;
+        i[static_cast<size_t>(a.dim)] = c - n0;
+        return fetch(1, row_of(type(1), i));
       }
       default:
         break;
@@ -363,14 +355,60 @@ class LazyInterpreter {
     return {};
   }
 
+  // rms_norm and softmax over `dim`, in the eager interpreter's order: statistics folded from coordinate 0 up.
+  template <class Fetch, class Along>
+  Row normalize(OpKind kind, const Attrs& a, const TensorType& out, int64_t r, Fetch& fetch,
+                Along& along) {
+    const int last = out.rank - 1;
+    const auto width = static_cast<size_t>(last_dim(out));
+    int64_t n_dim = out.dim(a.dim);
+    // Element c of the normalized dim for column j of this row.
+    std::vector<const Row*> src;
+    if (a.dim != last)
+      for (int64_t c = 0; c < n_dim; ++c) src.push_back(&along(0, a.dim, c));
+    const Row& x = fetch(0, r);
+    auto at = [&](int64_t c, size_t j) -> const V& {
+      return a.dim == last ? x[static_cast<size_t>(c)] : (*src[static_cast<size_t>(c)])[j];
+    };
+    auto stat_column = [&](size_t j) -> size_t { return a.dim == last ? 0 : j; };
+    size_t columns = a.dim == last ? 1 : width;
+    Row row(width);
+    if (kind == OpKind::Norm) {
+      Row factor(columns);
+      for (size_t j = 0; j < columns; ++j) {
+        V ss = d_.unary(OpCode::square, at(0, j), 0);
+        for (int64_t c = 1; c < n_dim; ++c) ss = d_.binary(FieldSem::Add, ss, d_.unary(OpCode::square, at(c, j), 0));
+        factor[j] = d_.unary(
+            OpCode::rsqrt,
+            d_.unary(OpCode::add_scalar, d_.unary(OpCode::mul_scalar, ss, 1.0 / static_cast<double>(n_dim)), a.eps),
+            0);
+      }
+      for (size_t j = 0; j < width; ++j) row[j] = d_.binary(FieldSem::Mul, x[j], factor[stat_column(j)]);
+      return row;
+    }
+    Row mx(columns), sum(columns);
+    for (size_t j = 0; j < columns; ++j) {
+      V m = at(0, j);
+      for (int64_t c = 1; c < n_dim; ++c) m = d_.binary(FieldSem::Max, m, at(c, j));
+      V s = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, at(0, j), m), 0);
+      for (int64_t c = 1; c < n_dim; ++c)
+        s = d_.binary(FieldSem::Add, s, d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, at(c, j), m), 0));
+      mx[j] = m;
+      sum[j] = s;
+    }
+    for (size_t j = 0; j < width; ++j) {
+      size_t sj = stat_column(j);
+      row[j] = d_.binary(FieldSem::Div, d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, x[j], mx[sj]), 0), sum[sj]);
+    }
+    return row;
+  }
+
   D& d_;
   const Graph& g_;
   InputFn inputs_;
-  std::vector<Cache> cache_;
-  std::vector<NodeIdList> saves_;
+  std::vector<RowTable> rows_;
+  std::vector<std::vector<ir::NodeId>> saves_;
   std::unordered_map<uint64_t, Frame> frames_;
-  std::unordered_map<RowKey, RowStats, RowKeyHash> stats_;
-  std::unordered_map<RowKey, std::vector<V>, RowKeyHash> runs_;
 };
 
 }  // namespace morgana::verify
