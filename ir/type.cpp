@@ -35,6 +35,15 @@ bool TensorType::row_major() const {
   return t.strides == strides;
 }
 
+std::string TensorType::index_str(int64_t flat) const {
+  std::string s = "]";
+  for (int d = rank - 1; d >= 0; --d) {
+    s = std::to_string(flat % dims[static_cast<size_t>(d)]) + (d == rank - 1 ? "" : ",") + s;
+    flat /= dims[static_cast<size_t>(d)];
+  }
+  return "[" + s;
+}
+
 std::string TensorType::str() const {
   std::string s(dtype_name(dtype));
   s += '[';

@@ -26,6 +26,8 @@ struct TensorType {
   bool row_major() const;
   void set_row_major_strides();
 
+  // The multi-index of row-major element `flat`, as text: "[3,0,17]".
+  std::string index_str(int64_t flat) const;
   // "f16[64,1,128]"; strides are printed only when they are not row-major: "f16[4,8]{1,4}".
   std::string str() const;
   bool operator==(const TensorType&) const = default;

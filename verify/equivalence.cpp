@@ -14,14 +14,6 @@ namespace morgana::verify {
 
 namespace {
 
-std::string index_str(const ir::TensorType& t, int64_t flat) {
-  std::string s = "]";
-  for (int d = t.rank - 1; d >= 0; --d) {
-    s = std::to_string(flat % t.dim(d)) + (d == t.rank - 1 ? "" : ",") + s;
-    flat /= t.dim(d);
-  }
-  return "[" + s;
-}
 
 std::string value_str(const FieldDomain& d, const FieldValue& v) { return std::to_string(d.canonical(v.u)) + " (mod p)"; }
 
@@ -256,7 +248,7 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
                      const FieldValue& g) {
     ir::TensorId t = ref.outputs()[o];
     return done(Verdict::Different, "output " + std::to_string(o) + " (" + names[t] + ": " + ref.type(t).str() +
-                                        ") differs at " + index_str(ref.type(t), i) + " in trial " +
+                                        ") differs at " + ref.type(t).index_str(i) + " in trial " +
                                         std::to_string(trial) + ": reference " + value_str(domain, w) +
                                         ", candidate " + value_str(domain, g));
   };

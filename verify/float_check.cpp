@@ -118,14 +118,6 @@ double large_scale(const ir::Graph& ref, const FloatCheckOptions& o, double& rea
   return scale(kmax);
 }
 
-std::string index_str(const ir::TensorType& t, int64_t flat) {
-  std::string s = "]";
-  for (int d = t.rank - 1; d >= 0; --d) {
-    s = std::to_string(flat % t.dim(d)) + (d == t.rank - 1 ? "" : ",") + s;
-    flat /= t.dim(d);
-  }
-  return "[" + s;
-}
 
 std::string num(double v) {
   if (std::isnan(v)) return "nan";
@@ -249,7 +241,7 @@ FloatCheck float_check(const ir::Graph& ref, const ir::Graph& cand, const FloatC
     fc.input_set = set;
     fc.output = static_cast<int>(o);
     fc.output_desc = names[t] + ": " + ref.type(t).str();
-    fc.index = index_str(ref.type(t), at_i);
+    fc.index = ref.type(t).index_str(at_i);
     fc.reference = want[o].data[i];
     fc.candidate = got[o].data[i];
     fc.error = worst;

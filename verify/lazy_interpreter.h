@@ -72,18 +72,10 @@ class LazyInterpreter {
   static int64_t last_dim(const TensorType& t) { return t.dim(t.rank - 1); }
   static int64_t num_rows(const TensorType& t) { return t.numel() / last_dim(t); }
   // Leading index (all dims but the last) of row `r`, and back.
-  static Index row_index(const TensorType& t, int64_t r) {
-    Index idx{};
-    for (int d = t.rank - 2; d >= 0; --d) {
-      idx[static_cast<size_t>(d)] = r % t.dim(d);
-      r /= t.dim(d);
-    }
-    return idx;
-  }
-  static int64_t row_of(const TensorType& t, const Index& idx) {
-    int64_t r = 0;
-    for (int d = 0; d < t.rank - 1; ++d) r = r * t.dim(d) + idx[static_cast<size_t>(d)];
-    return r;
+  static Index row_index(const TensorType& t, int64_t r) { return unflatten(t, r * last_dim(t)); }
+  static int64_t row_of(const TensorType& t, Index idx) {
+    idx[static_cast<size_t>(t.rank - 1)] = 0;
+    return flatten(t, idx) / last_dim(t);
   }
   // Row of operand `of` (right-aligned, broadcast) feeding output row `idx` of rank `rank`.
   static int64_t broadcast_row(const TensorType& of, const Index& idx, int rank) {
