@@ -1,0 +1,74 @@
+// The sub-expression checker the search prunes with (paper §4; docs/abstract-expressions.md). Built once per
+// spec: the spec's output expressions go into an e-graph that is saturated under A_eq (bounded by iterations
+// and nodes); the e-classes that are sub-expressions of an output under A_sub are marked. A query then only
+// looks its term up, bottom-up, in a frozen hash table of the saturated e-graph: no allocation in the common
+// case, no mutation, safe to call from many threads at once.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/abstract_expr.h"
+
+namespace morgana::ir {
+
+struct OracleLimits {
+  int max_iterations = 40;    // rounds of "apply every rule to every e-node, then restore congruence"
+  size_t max_nodes = 150000;  // e-nodes; the round in which this is passed is the last
+};
+
+struct OracleStats {
+  int iterations = 0;
+  size_t nodes = 0;            // e-nodes after the final rebuild
+  size_t classes = 0;          // e-classes
+  size_t subexpr_classes = 0;  // e-classes that are sub-expressions of an output
+  bool saturated = false;      // no rule changed the e-graph in the last round (else a bound stopped it)
+  double build_ms = 0;
+};
+
+class SubexprOracle {
+ public:
+  // `targets`: the spec's output expressions in `arena`. A Cat at the top of one (a concat output)
+  // contributes each part as a target. The arena must outlive the oracle when the one-argument queries are
+  // used.
+  SubexprOracle(const ExprArena& arena, std::span<const ExprId> targets, OracleLimits limits = {});
+
+  // Whether `e` is a sub-expression of a target under A_eq ∪ A_sub. Shift (a max-derived value) always is; a
+  // Cat is when each part is.
+  bool is_subexpr(ExprId e) const { return is_subexpr(*arena_, e); }
+  bool is_subexpr(const ExprArena& arena, ExprId e) const;
+  // Whether `e` equals a target under A_eq (a whole μGraph output, for instance).
+  bool is_equivalent(ExprId e) const { return is_equivalent(*arena_, e); }
+  bool is_equivalent(const ExprArena& arena, ExprId e) const;
+
+  const OracleStats& stats() const { return stats_; }
+
+  // The frozen e-graph's lookup key: a node kind, its payload and its children's e-classes.
+  struct Key {
+    ExprKind kind = ExprKind::Var;
+    int64_t payload = 0;
+    uint32_t a = UINT32_MAX, b = UINT32_MAX;
+    bool operator==(const Key&) const = default;
+  };
+
+ private:
+  struct Slot {
+    Key key;
+    uint32_t cls = UINT32_MAX;  // UINT32_MAX: empty
+  };
+  struct Memo;
+
+  uint32_t find_node(const Key& k) const;
+  uint32_t lookup(const ExprArena& arena, ExprId e, Memo& memo) const;
+  uint32_t lookup_root(const ExprArena& arena, ExprId e) const;
+
+  const ExprArena* arena_;
+  std::vector<Slot> table_;    // open addressing, power-of-two size
+  std::vector<uint8_t> sub_;   // per e-class: a sub-expression of a target
+  std::vector<uint8_t> root_;  // per e-class: a target itself
+  OracleStats stats_;
+};
+
+}  // namespace morgana::ir
