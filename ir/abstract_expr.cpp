@@ -271,18 +271,6 @@ ExprId ExprArena::parse(std::string_view text) {
 
 namespace {
 
-// Uninterpreted unary ops with a term kind of their own; rsqrt is the reciprocal of Sqrt. Any other
-// uninterpreted unary op becomes Other(op, x).
-struct UnaryAbstraction {
-  OpCode op;
-  ExprKind kind;
-  bool reciprocal;
-};
-constexpr UnaryAbstraction kUnaryAbstractions[] = {
-    {OpCode::sqrt, ExprKind::Sqrt, false}, {OpCode::rsqrt, ExprKind::Sqrt, true},
-    {OpCode::silu, ExprKind::Silu, false}, {OpCode::gelu, ExprKind::Gelu, false},
-    {OpCode::relu, ExprKind::Relu, false},
-};
 
 // A stretch of a tensor along one dim whose elements all have the expression `e`.
 struct Piece {
@@ -350,12 +338,17 @@ ExprId unary_expr(OpCode op, ExprId x, ExprArena& ar) {
     case FieldSem::AddConst:
       return x;  // scalars do not matter for pruning
     case FieldSem::Uninterpreted:
-      for (const UnaryAbstraction& u : kUnaryAbstractions)
-        if (u.op == op) {
-          ExprId y = ar.unary(u.kind, x);
-          return u.reciprocal ? ar.div(ar.one(), y) : y;
-        }
-      return ar.other(op, x);
+      // The op table's `abstract` column names the term (op_table.h, AbsTerm).
+      switch (op_info(op).abstract) {
+        case AbsTerm::Sqrt: return ar.unary(ExprKind::Sqrt, x);
+        case AbsTerm::InvSqrt: return ar.div(ar.one(), ar.unary(ExprKind::Sqrt, x));
+        case AbsTerm::Silu: return ar.unary(ExprKind::Silu, x);
+        case AbsTerm::Gelu: return ar.unary(ExprKind::Gelu, x);
+        case AbsTerm::Relu: return ar.unary(ExprKind::Relu, x);
+        case AbsTerm::ByField:
+        case AbsTerm::Other: return ar.other(op, x);
+      }
+      break;
     default:
       break;
   }

@@ -61,10 +61,10 @@ constexpr BinaryFn binary_of(FieldSem f) {
 constexpr double identity_of(FieldSem f) { return f == FieldSem::Max ? kNegInf : 0.0; }
 
 constexpr OpInfo kOps[] = {
-#define X(id, kind, arity, levels, attrs, required, facts, field)                                            \
-  OpInfo{#id,          OpKind::kind,      arity,                            levels,                      \
-         attrs,        required,          facts,                            FieldSem::field,             \
-         unary_of<OpCode::id>(), binary_of(FieldSem::field), identity_of(FieldSem::field)},
+#define X(id, kind, arity, levels, attrs, required, facts, field, abs)                                       \
+  OpInfo{#id,           OpKind::kind,           arity,                      levels,                      \
+         attrs,         required,               facts,                      FieldSem::field,             \
+         AbsTerm::abs,  unary_of<OpCode::id>(), binary_of(FieldSem::field), identity_of(FieldSem::field)},
     MORGANA_OPS(X)
 #undef X
 };

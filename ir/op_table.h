@@ -69,41 +69,45 @@ enum class FieldSem : uint8_t {
   Structural,     // moves data without computing (concat)
 };
 
+// The abstract-expression term (ir/abstract_expr.h) of an uninterpreted unary op. ByField: derived from the op's
+// kind and FieldSem; Other: an opaque Other(op, x) term; InvSqrt: Div(One, Sqrt(x)), so rsqrt and 1/sqrt agree.
+enum class AbsTerm : uint8_t { ByField, Other, Sqrt, InvSqrt, Silu, Gelu, Relu };
+
 using UnaryFn = double (*)(double x, double s);
 using BinaryFn = double (*)(double a, double b);
 
-// X(id, kind, arity (-1 = variadic), levels, accepted attrs, required attrs, facts, field)
+// X(id, kind, arity (-1 = variadic), levels, accepted attrs, required attrs, facts, field, abstract term)
 #define MORGANA_OPS(X)                                                                                       \
-  X(input, Input, 0, kKernelLevel, 0, 0, 0, None)                                                            \
-  X(output, Output, 1, kKernelLevel, 0, 0, 0, None)                                                          \
-  X(matmul, Matmul, 2, kKernelLevel | kBlockLevel, 0, 0, 0, Matmul)                                          \
-  X(exp, Unary, 1, kKernelLevel | kBlockLevel, 0, 0, 0, Exp)                                                 \
-  X(sqrt, Unary, 1, kKernelLevel | kBlockLevel, 0, 0, 0, Uninterpreted)                                      \
-  X(rsqrt, Unary, 1, kKernelLevel | kBlockLevel, 0, 0, 0, Uninterpreted)                                     \
-  X(square, Unary, 1, kKernelLevel | kBlockLevel, 0, 0, 0, Square)                                           \
-  X(silu, Unary, 1, kKernelLevel | kBlockLevel, 0, 0, 0, Uninterpreted)                                      \
-  X(gelu, Unary, 1, kKernelLevel | kBlockLevel, 0, 0, 0, Uninterpreted)                                      \
-  X(relu, Unary, 1, kKernelLevel | kBlockLevel, 0, 0, 0, Uninterpreted)                                      \
-  X(mul_scalar, Unary, 1, kKernelLevel | kBlockLevel, kAttrS, kAttrS, 0, ScaleConst)                         \
-  X(add_scalar, Unary, 1, kKernelLevel | kBlockLevel, kAttrS, kAttrS, 0, AddConst)                           \
-  X(add, Binary, 2, kKernelLevel | kBlockLevel, 0, 0, kCommutative | kAssociative, Add)                      \
-  X(sub, Binary, 2, kKernelLevel | kBlockLevel, 0, 0, 0, Sub)                                                \
-  X(mul, Binary, 2, kKernelLevel | kBlockLevel, 0, 0, kCommutative | kAssociative, Mul)                      \
-  X(div, Binary, 2, kKernelLevel | kBlockLevel, 0, 0, 0, Div)                                                \
-  X(reduce_sum, Reduce, 1, kKernelLevel | kBlockLevel, kAttrDim | kAttrTo, kAttrDim, 0, Add)                 \
-  X(reduce_max, Reduce, 1, kKernelLevel | kBlockLevel, kAttrDim | kAttrTo, kAttrDim, 0, Max)                 \
-  X(rms_norm, Norm, 1, kKernelLevel | kBlockLevel, kAttrDim | kAttrEps, kAttrDim, 0, Composite)              \
-  X(softmax, Softmax, 1, kKernelLevel, kAttrDim, kAttrDim, 0, Composite)                                     \
-  X(concat, Concat, 2, kKernelLevel | kBlockLevel, kAttrDim, kAttrDim, 0, Structural)                        \
-  X(block, Block, -1, kKernelLevel, 0, 0, 0, None)                                                           \
-  X(iter, Iter, 0, kBlockLevel, kAttrImap | kAttrFmap | kAttrMask, kAttrImap, 0, None)                       \
-  X(save, Save, 1, kBlockLevel, kAttrOmap | kAttrShape, 0, 0, None)                                          \
-  X(acc_sum, Accum, 1, kBlockLevel, 0, 0, 0, Add)                                                            \
-  X(acc_max, Accum, 1, kBlockLevel, 0, 0, 0, Max)                                                            \
-  X(acc_rescale_sum, Accum, 2, kBlockLevel, 0, 0, 0, RescaleSum)
+  X(input,           Input,   0,  kKernelLevel,               0,                                 0,         0,                           None,          ByField) \
+  X(output,          Output,  1,  kKernelLevel,               0,                                 0,         0,                           None,          ByField) \
+  X(matmul,          Matmul,  2,  kKernelLevel | kBlockLevel, 0,                                 0,         0,                           Matmul,        ByField) \
+  X(exp,             Unary,   1,  kKernelLevel | kBlockLevel, 0,                                 0,         0,                           Exp,           ByField) \
+  X(sqrt,            Unary,   1,  kKernelLevel | kBlockLevel, 0,                                 0,         0,                           Uninterpreted, Sqrt)    \
+  X(rsqrt,           Unary,   1,  kKernelLevel | kBlockLevel, 0,                                 0,         0,                           Uninterpreted, InvSqrt) \
+  X(square,          Unary,   1,  kKernelLevel | kBlockLevel, 0,                                 0,         0,                           Square,        ByField) \
+  X(silu,            Unary,   1,  kKernelLevel | kBlockLevel, 0,                                 0,         0,                           Uninterpreted, Silu)    \
+  X(gelu,            Unary,   1,  kKernelLevel | kBlockLevel, 0,                                 0,         0,                           Uninterpreted, Gelu)    \
+  X(relu,            Unary,   1,  kKernelLevel | kBlockLevel, 0,                                 0,         0,                           Uninterpreted, Relu)    \
+  X(mul_scalar,      Unary,   1,  kKernelLevel | kBlockLevel, kAttrS,                            kAttrS,    0,                           ScaleConst,    ByField) \
+  X(add_scalar,      Unary,   1,  kKernelLevel | kBlockLevel, kAttrS,                            kAttrS,    0,                           AddConst,      ByField) \
+  X(add,             Binary,  2,  kKernelLevel | kBlockLevel, 0,                                 0,         kCommutative | kAssociative, Add,           ByField) \
+  X(sub,             Binary,  2,  kKernelLevel | kBlockLevel, 0,                                 0,         0,                           Sub,           ByField) \
+  X(mul,             Binary,  2,  kKernelLevel | kBlockLevel, 0,                                 0,         kCommutative | kAssociative, Mul,           ByField) \
+  X(div,             Binary,  2,  kKernelLevel | kBlockLevel, 0,                                 0,         0,                           Div,           ByField) \
+  X(reduce_sum,      Reduce,  1,  kKernelLevel | kBlockLevel, kAttrDim | kAttrTo,                kAttrDim,  0,                           Add,           ByField) \
+  X(reduce_max,      Reduce,  1,  kKernelLevel | kBlockLevel, kAttrDim | kAttrTo,                kAttrDim,  0,                           Max,           ByField) \
+  X(rms_norm,        Norm,    1,  kKernelLevel | kBlockLevel, kAttrDim | kAttrEps,               kAttrDim,  0,                           Composite,     ByField) \
+  X(softmax,         Softmax, 1,  kKernelLevel,               kAttrDim,                          kAttrDim,  0,                           Composite,     ByField) \
+  X(concat,          Concat,  2,  kKernelLevel | kBlockLevel, kAttrDim,                          kAttrDim,  0,                           Structural,    ByField) \
+  X(block,           Block,   -1, kKernelLevel,               0,                                 0,         0,                           None,          ByField) \
+  X(iter,            Iter,    0,  kBlockLevel,                kAttrImap | kAttrFmap | kAttrMask, kAttrImap, 0,                           None,          ByField) \
+  X(save,            Save,    1,  kBlockLevel,                kAttrOmap | kAttrShape,            0,         0,                           None,          ByField) \
+  X(acc_sum,         Accum,   1,  kBlockLevel,                0,                                 0,         0,                           Add,           ByField) \
+  X(acc_max,         Accum,   1,  kBlockLevel,                0,                                 0,         0,                           Max,           ByField) \
+  X(acc_rescale_sum, Accum,   2,  kBlockLevel,                0,                                 0,         0,                           RescaleSum,    ByField)
 
 enum class OpCode : uint8_t {
-#define X(id, kind, arity, levels, attrs, required, facts, field) id,
+#define X(id, kind, arity, levels, attrs, required, facts, field, abs) id,
   MORGANA_OPS(X)
 #undef X
 };
@@ -117,6 +121,7 @@ struct OpInfo {
   uint32_t required;
   uint8_t facts;
   FieldSem field;
+  AbsTerm abstract;
   // Float semantics. Unary ops: y = unary(x, s). Binary ops, reductions and accumulators: the combining function
   // (for reductions and accumulators together with `identity`).
   UnaryFn unary;
@@ -125,7 +130,7 @@ struct OpInfo {
 };
 
 inline constexpr int kNumOps = 0
-#define X(id, kind, arity, levels, attrs, required, facts, field) +1
+#define X(id, kind, arity, levels, attrs, required, facts, field, abs) +1
     MORGANA_OPS(X)
 #undef X
     ;
