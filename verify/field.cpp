@@ -168,7 +168,11 @@ FieldValue FieldDomain::oracle(uint64_t tag, Value a, Value b) const {
 
 FieldValue FieldDomain::inverse(Value a) const {
   if (a.u == 0 || a.v == 0) throw FieldDivisionByZero("division by a zero residue");
-  return {mont_pow(a.u, p_ - 2), pow_q(a.v, q_ - 2)};
+  // Softmax and norms divide a whole row by one value: remember the last inverse (Fermat costs ~90 products).
+  if (a == last_inverted_) return last_inverse_;
+  last_inverted_ = a;
+  last_inverse_ = {mont_pow(a.u, p_ - 2), pow_q(a.v, q_ - 2)};
+  return last_inverse_;
 }
 
 FieldValue FieldDomain::binary_slow(ir::FieldSem f, Value a, Value b) const {

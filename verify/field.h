@@ -4,7 +4,8 @@
 // div act on both parts; exp(u, v) = (ω^v mod p, h(v)) with ω of order q in Z_p; every function outside that
 // fragment (sqrt, silu, gelu, relu, max, ...) is a keyed random oracle on its argument pairs. ω and the oracle key
 // are fresh per trial. rsqrt(x) is 1/sqrt(x) so that the two spellings agree. A double constant is an exact dyadic
-// rational and maps to its exact residue.
+// rational and maps to its exact residue. A FieldDomain is not thread-safe (it caches the last inverse): use one
+// per thread.
 #pragma once
 
 #include <array>
@@ -106,6 +107,8 @@ class FieldDomain {
     r = mont_mul(r, omega_pow_[2][(v >> 16) & 255]);
     return mont_mul(r, omega_pow_[3][(v >> 24) & 255]);
   }
+  // One-entry cache of inverse(): a domain is used by one thread at a time.
+  mutable Value last_inverted_{}, last_inverse_{};
   uint64_t p_inv_neg_;  // -p^-1 mod 2^64
   uint64_t r2_;         // R^2 mod p
   uint64_t one_;        // R mod p (1 in Montgomery form)
