@@ -12,6 +12,7 @@
 #include "ir/diagnostic.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "runtime/bundle.h"
 #include "targets/target.h"
 #include "verify/equivalence.h"
 #include "verify/float_check.h"
@@ -32,6 +33,7 @@ const char* const kUsage =
     "  eval FILE       run FILE in the float reference on seeded random inputs, print output checksums\n"
     "  verify REF CAND prove CAND computes what REF does (finite-field random testing)\n"
     "  targets         list the hardware description files\n"
+    "  inspect BUNDLE  print a bundle's programs, kernels, parameters and binary variants\n"
     "\n"
     "`morgana <command> --help` describes a command's options.\n";
 
@@ -170,6 +172,65 @@ int cmd_targets(const std::vector<std::string>& args) {
   return kOk;
 }
 
+int cmd_inspect(const std::vector<std::string>& args) {
+  po::options_description opts("inspect options");
+  opts.add_options()("file", po::value<std::string>()->required(), "bundle file (.mgb)")(
+      "mugraph", po::bool_switch(), "also print each program's μGraph text");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  if (!parse_args(args, "usage: morgana inspect BUNDLE [--mugraph]", opts, pos, vm)) return kOk;
+  bundle::Result r = bundle::read_bundle_file(vm["file"].as<std::string>());
+  if (!r.ok()) {
+    std::cerr << "error: " << r.error << "\n";
+    return kUserError;
+  }
+  const bundle::Bundle& b = *r.bundle;
+  auto dims = [](const std::vector<int64_t>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s;
+  };
+  std::printf("bundle format version %u: %zu program(s), %zu variant(s)\n", b.format_version,
+              b.programs.size(), b.variants.size());
+  for (size_t p = 0; p < b.programs.size(); ++p) {
+    const bundle::Program& prog = b.programs[p];
+    std::string refs;
+    for (uint32_t v : prog.variants) refs += (refs.empty() ? "" : ", ") + std::to_string(v);
+    std::printf("program %zu: %s  workspace %llu bytes  variants %s\n", p, prog.name.c_str(),
+                static_cast<unsigned long long>(prog.workspace_bytes), refs.c_str());
+    for (size_t k = 0; k < prog.kernels.size(); ++k) {
+      const bundle::Kernel& ker = prog.kernels[k];
+      std::printf("  kernel %zu: %s  grid %ux%ux%u  block %ux%ux%u  dynamic smem %u bytes\n", k,
+                  ker.name.c_str(), ker.grid.x, ker.grid.y, ker.grid.z, ker.block.x, ker.block.y, ker.block.z,
+                  ker.dynamic_smem_bytes);
+      for (const bundle::Parameter& par : ker.params)
+        std::printf("    %-9s %s %s[%s] strides [%s]\n", std::string(bundle::name(par.role)).c_str(),
+                    par.name.c_str(), std::string(bundle::name(par.dtype)).c_str(), dims(par.shape).c_str(),
+                    dims(par.strides).c_str());
+    }
+    if (vm["mugraph"].as<bool>()) {
+      std::printf("  μGraph:\n");
+      size_t start = 0;
+      while (start < prog.mugraph.size()) {
+        size_t end = prog.mugraph.find('\n', start);
+        if (end == std::string::npos) end = prog.mugraph.size();
+        std::printf("    %s\n", prog.mugraph.substr(start, end - start).c_str());
+        start = end + 1;
+      }
+    } else {
+      std::printf("  μGraph: %zu bytes (--mugraph prints it)\n", prog.mugraph.size());
+    }
+  }
+  for (size_t i = 0; i < b.variants.size(); ++i) {
+    const bundle::Variant& v = b.variants[i];
+    std::printf("variant %zu: %s %s %s  %zu bytes  crc64 0x%016llx ok\n", i, v.target.c_str(),
+                std::string(bundle::name(v.kind)).c_str(), v.arch.c_str(), v.payload.size(),
+                static_cast<unsigned long long>(v.checksum));
+  }
+  return kOk;
+}
+
 int dispatch(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << kUsage;
@@ -190,6 +251,7 @@ int dispatch(int argc, char** argv) {
   if (cmd == "eval") return cmd_eval(args);
   if (cmd == "verify") return cmd_verify(args);
   if (cmd == "targets") return cmd_targets(args);
+  if (cmd == "inspect") return cmd_inspect(args);
   std::cerr << "morgana: unknown command '" << cmd << "'\n\n" << kUsage;
   return kUserError;
 }
