@@ -1,7 +1,6 @@
 #include "ir/op_table.h"
 
 #include <cmath>
-#include <limits>
 
 #include "ir/diagnostic.h"
 
@@ -26,8 +25,6 @@ double mul(double a, double b) { return a * b; }
 double div(double a, double b) { return a / b; }
 double max(double a, double b) { return std::isnan(a) || a >= b ? a : b; }
 }  // namespace fsem
-
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // Per-op float functions, by the row's id. Rows without one get nullptr.
 template <OpCode op>
@@ -58,13 +55,11 @@ constexpr BinaryFn binary_of(FieldSem f) {
   }
 }
 
-constexpr double identity_of(FieldSem f) { return f == FieldSem::Max ? kNegInf : 0.0; }
-
 constexpr OpInfo kOps[] = {
 #define X(id, kind, arity, levels, attrs, required, facts, field, abs)                                       \
   OpInfo{#id,           OpKind::kind,           arity,                      levels,                      \
          attrs,         required,               facts,                      FieldSem::field,             \
-         AbsTerm::abs,  unary_of<OpCode::id>(), binary_of(FieldSem::field), identity_of(FieldSem::field)},
+         AbsTerm::abs,  unary_of<OpCode::id>(), binary_of(FieldSem::field)},
     MORGANA_OPS(X)
 #undef X
 };

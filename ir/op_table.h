@@ -123,10 +123,9 @@ struct OpInfo {
   FieldSem field;
   AbsTerm abstract;
   // Float semantics. Unary ops: y = unary(x, s). Binary ops, reductions and accumulators: the combining function
-  // (for reductions and accumulators together with `identity`).
+  // (a fold starts from the first element, so no identity element is needed).
   UnaryFn unary;
   BinaryFn binary;
-  double identity;
 };
 
 inline constexpr int kNumOps = 0
