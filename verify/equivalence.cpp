@@ -6,6 +6,7 @@
 #include "verify/field.h"
 #include "verify/interpreter.h"
 #include "verify/lazy_interpreter.h"
+#include "verify/splitmix.h"
 
 #include <map>
 #include <set>
@@ -58,13 +59,6 @@ FieldValue lazy_side(L& li, size_t o, int64_t i, const char* side, int trial) {
   }
 }
 
-uint64_t mix(uint64_t& s) {
-  uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 struct Sample {
   std::vector<std::vector<int64_t>> elements;  // per output, flat indices
 };
@@ -81,7 +75,7 @@ Sample choose_sample(const ir::Graph& g, uint64_t seed, int trial) {
     std::vector<std::vector<int64_t>> coords(static_cast<size_t>(ty.rank));
     for (int d = 0; d < ty.rank; ++d) {
       int64_t n = ty.dim(d);
-      auto rnd = [&] { return static_cast<int64_t>(mix(state) % static_cast<uint64_t>(n)); };
+      auto rnd = [&] { return static_cast<int64_t>(splitmix64(state) % static_cast<uint64_t>(n)); };
       std::set<int64_t> c;
       if (n <= 2) {
         for (int64_t i = 0; i < n; ++i) c.insert(i);
@@ -144,7 +138,7 @@ std::optional<std::pair<size_t, int64_t>> propagate(const ir::Graph& g, ir::Tens
     ir::TensorId r = g.result(*next);
     const ir::TensorType& out = g.type(r);
     Index idx = unflatten(in, flat), o{};
-    auto rnd = [&](int64_t n) { return static_cast<int64_t>(mix(rng) % static_cast<uint64_t>(n)); };
+    auto rnd = [&](int64_t n) { return static_cast<int64_t>(splitmix64(rng) % static_cast<uint64_t>(n)); };
     const ir::OpInfo& info = ir::op_info(next->op);
     switch (info.kind) {
       case OpKind::Unary:
@@ -204,7 +198,7 @@ std::optional<std::pair<size_t, int64_t>> propagate_from_block(const ir::Graph& 
     const ir::TensorType& out = g.type(result);
     Index idx{};
     for (int d = 0; d < tile.rank; ++d)
-      idx[static_cast<size_t>(d)] = static_cast<int64_t>(mix(rng) % static_cast<uint64_t>(tile.dim(d)));
+      idx[static_cast<size_t>(d)] = static_cast<int64_t>(splitmix64(rng) % static_cast<uint64_t>(tile.dim(d)));
     for (int gd = 0; gd < ir::kGridDims; ++gd) {
       int8_t d = save.attrs.map[static_cast<size_t>(gd)];
       if (d != ir::kPhi) idx[static_cast<size_t>(d)] += br.block[static_cast<size_t>(gd)] * tile.dim(d);

@@ -3,23 +3,17 @@
 #include <cmath>
 
 #include "ir/diagnostic.h"
+#include "verify/splitmix.h"
 
 namespace morgana::verify {
 
 namespace {
 
-uint64_t splitmix(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 // Uniform in [0, m) without modulo bias (rejection sampling).
 uint64_t uniform_below(uint64_t& state, uint64_t m) {
   uint64_t limit = UINT64_MAX - UINT64_MAX % m;
   for (;;) {
-    uint64_t r = splitmix(state);
+    uint64_t r = splitmix64(state);
     if (r < limit) return r % m;
   }
 }
@@ -102,7 +96,7 @@ FieldDomain::FieldDomain(uint64_t trial_seed) {
   do w = powmod(2 + uniform_below(state, p_ - 3), (p_ - 1) / q_, p_);
   while (w == 1);
   omega_ = to_mont(w);
-  key_ = splitmix(state);
+  key_ = splitmix64(state);
   uint64_t base = omega_;  // ω^(256^window)
   for (auto& table : omega_pow_) {
     table[0] = one_;
@@ -134,9 +128,9 @@ uint64_t FieldDomain::pow_q(uint64_t a, uint64_t e) const {
 FieldValue FieldDomain::random(uint64_t& state) const {
   // Rejection on masked bits, no division: p is just below 2^63 and q = 2^31 - 1, so rejections are rare.
   uint64_t u, v;
-  do u = splitmix(state) >> 1;
+  do u = splitmix64(state) >> 1;
   while (u >= p_);
-  do v = splitmix(state) >> 33;
+  do v = splitmix64(state) >> 33;
   while (v >= q_);
   return {u, v};
 }
@@ -159,10 +153,10 @@ FieldValue FieldDomain::constant(double c) const {
 
 FieldValue FieldDomain::oracle(uint64_t tag, Value a, Value b) const {
   uint64_t s = key_ ^ (tag * 0x9e3779b97f4a7c15ULL);
-  s ^= splitmix(s) ^ a.u;
-  s ^= splitmix(s) ^ a.v;
-  s ^= splitmix(s) ^ b.u;
-  s ^= splitmix(s) ^ b.v;
+  s ^= splitmix64(s) ^ a.u;
+  s ^= splitmix64(s) ^ a.v;
+  s ^= splitmix64(s) ^ b.u;
+  s ^= splitmix64(s) ^ b.v;
   return {uniform_below(s, p_), uniform_below(s, q_)};
 }
 

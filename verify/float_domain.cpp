@@ -1,5 +1,7 @@
 #include "verify/float_domain.h"
 
+#include "verify/splitmix.h"
+
 #include <cmath>
 
 namespace morgana::verify {
@@ -13,19 +15,12 @@ std::vector<FloatArray> eval_float(const ir::Graph& g, std::span<const FloatArra
 }
 
 std::vector<FloatArray> random_inputs(const ir::Graph& g, uint64_t seed, double scale) {
-  // splitmix64: fast, and the same stream on every platform (std::uniform_real_distribution is not).
   uint64_t state = seed;
-  auto next = [&state] {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  };
   std::vector<FloatArray> out;
   for (ir::TensorId t : g.inputs()) {
     FloatArray a = make_array<double>(g.type(t), 0.0);
     for (double& v : a.data) {
-      double u = static_cast<double>(next() >> 11) * 0x1.0p-53;  // [0, 1)
+      double u = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;  // [0, 1)
       v = ir::round_to_dtype((2 * u - 1) * scale, g.type(t).dtype);
     }
     out.push_back(std::move(a));
