@@ -95,6 +95,23 @@ inline Around around(const TensorType& t, int dim) {
 
 }  // namespace detail
 
+// Origin of block `b`'s tile along each dim of a tensor split by `a.map` (and, for iterators, the for-loop in
+// iteration `it`): grid parts outside, loop parts inside. The one statement of this rule, shared by the eager and
+// the on-demand interpreters.
+inline std::array<int64_t, ir::kMaxRank> tile_origin(const ir::BlockParams& p, const Attrs& a, const TensorType& tile,
+                                                     const std::array<int64_t, ir::kGridDims>& b, int64_t it,
+                                                     bool with_loop) {
+  std::array<int64_t, ir::kMaxRank> o{};
+  for (int d = 0; d < tile.rank; ++d) {
+    int64_t loop_parts = with_loop && a.fmap == d ? p.loop : 1;
+    int64_t origin = with_loop && a.fmap == d ? it * tile.dim(d) : 0;
+    for (int g = 0; g < ir::kGridDims; ++g)
+      if (a.map[static_cast<size_t>(g)] == d) origin += b[static_cast<size_t>(g)] * tile.dim(d) * loop_parts;
+    o[static_cast<size_t>(d)] = origin;
+  }
+  return o;
+}
+
 template <class D>
 class Interpreter {
  public:
@@ -212,22 +229,6 @@ class Interpreter {
 
   void store(Arr& a) {
     if constexpr (requires { d_.store(a.data, a.type.dtype); }) d_.store(a.data, a.type.dtype);
-  }
-
-  // Origin of block `b`'s tile along each dim of a tensor split by `map` (and, for iterators, the for-loop).
-  static std::array<int64_t, ir::kMaxRank> tile_origin(const ir::BlockParams& p, const Attrs& a,
-                                                       const TensorType& tile,
-                                                       const std::array<int64_t, ir::kGridDims>& b, int64_t it,
-                                                       bool with_loop) {
-    std::array<int64_t, ir::kMaxRank> o{};
-    for (int d = 0; d < tile.rank; ++d) {
-      int64_t loop_parts = with_loop && a.fmap == d ? p.loop : 1;
-      int64_t origin = with_loop && a.fmap == d ? it * tile.dim(d) : 0;
-      for (int g = 0; g < ir::kGridDims; ++g)
-        if (a.map[static_cast<size_t>(g)] == d) origin += b[static_cast<size_t>(g)] * tile.dim(d) * loop_parts;
-      o[static_cast<size_t>(d)] = origin;
-    }
-    return o;
   }
 
   // Calls f(tile_flat, full_flat or -1 when outside `full`) for each element of the tile.

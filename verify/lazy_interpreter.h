@@ -192,18 +192,11 @@ class LazyInterpreter {
 
   Row load_row(const Node& block_op, const Graph& body, const Node& n, const TensorType& tile, const Block& b,
                int64_t iter, int64_t r) {
-    const ir::BlockParams& p = body.block_params();
     TensorId src = g_.operands(block_op)[n.attrs.index];
     const TensorType& full = g_.type(src);
-    Index idx = row_index(tile, r);
-    idx[static_cast<size_t>(tile.rank - 1)] = 0;
-    for (int d = 0; d < tile.rank; ++d) {
-      int64_t loop_parts = n.attrs.fmap == d ? p.loop : 1;
-      int64_t origin = n.attrs.fmap == d ? iter * tile.dim(d) : 0;
-      for (int g = 0; g < ir::kGridDims; ++g)
-        if (n.attrs.map[static_cast<size_t>(g)] == d) origin += b[static_cast<size_t>(g)] * tile.dim(d) * loop_parts;
-      idx[static_cast<size_t>(d)] += origin;
-    }
+    Index idx = row_index(tile, r);  // its last coordinate is 0
+    Index origin = tile_origin(body.block_params(), n.attrs, tile, b, iter, true);
+    for (int d = 0; d < tile.rank; ++d) idx[static_cast<size_t>(d)] += origin[static_cast<size_t>(d)];
     int64_t tile_last = last_dim(tile), start = idx[static_cast<size_t>(tile.rank - 1)];
     Row row(static_cast<size_t>(tile_last), d_.constant(0));  // masked: ragged edges read as zero
     for (int d = 0; d < tile.rank - 1; ++d)
