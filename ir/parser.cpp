@@ -192,6 +192,16 @@ class Parser {
     error(name, "'" + name.text + "' is not defined" + hint);
   }
 
+  // Names the results of a statement, after checking that there are as many names as results: "<what> 2 results
+  // but 1 names are given".
+  void bind(Graph& g, Scope& scope, const std::vector<Token>& names, const std::vector<TensorId>& results,
+            const std::string& what, const std::string& noun) {
+    if (names.size() != results.size())
+      error(names[0], what + " " + std::to_string(results.size()) + " " + noun + (results.size() == 1 ? "" : "s") +
+                          " but " + std::to_string(names.size()) + " names are given");
+    for (size_t i = 0; i < names.size(); ++i) define(scope, names[i], results[i], &g);
+  }
+
   std::vector<Token> lhs() {
     std::vector<Token> names;
     do names.push_back(expect_ident("a result name")); while (accept(','));
@@ -410,10 +420,7 @@ class Parser {
       error(op_tok, e.message());
     }
     node_locs.push_back(loc(op_tok));
-    if (names.size() != results.size())
-      error(names[0], "'" + op_tok.text + "' has " + std::to_string(results.size()) + " result" +
-                          (results.size() == 1 ? "" : "s") + " but " + std::to_string(names.size()) + " names are given");
-    for (size_t i = 0; i < names.size(); ++i) define(scope, names[i], results[i], &g);
+    bind(g, scope, names, results, "'" + op_tok.text + "' has", "result");
   }
 
   void block(Graph& g, Scope& scope, const std::vector<Token>& names, const Token& op_tok,
@@ -470,11 +477,7 @@ class Parser {
       error(op_tok, e.message());
     }
     node_locs.push_back(loc(op_tok));
-    if (names.size() != results.size())
-      error(names[0], "the block saves " + std::to_string(results.size()) + " tensor" +
-                          (results.size() == 1 ? "" : "s") + " but " + std::to_string(names.size()) +
-                          " names are given");
-    for (size_t i = 0; i < names.size(); ++i) define(scope, names[i], results[i], &g);
+    bind(g, scope, names, results, "the block saves", "tensor");
   }
 
   void block_statement(Graph& body, Scope& local, const std::map<std::string, uint32_t, std::less<>>& operand_index,
@@ -512,10 +515,7 @@ class Parser {
     }
     locs.push_back(loc(op_tok));
     if (op == OpCode::save) return;
-    if (names.size() != results.size())
-      error(names[0], "'" + op_tok.text + "' has " + std::to_string(results.size()) + " result" +
-                          (results.size() == 1 ? "" : "s") + " but " + std::to_string(names.size()) + " names are given");
-    for (size_t i = 0; i < names.size(); ++i) define(local, names[i], results[i], &body);
+    bind(body, local, names, results, "'" + op_tok.text + "' has", "result");
   }
 
   // Runs the structural verifier on a freshly parsed graph and reports the first issue at its node.
