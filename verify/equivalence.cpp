@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "ir/printer.h"
+#include "verify/exponent_use.h"
 #include "verify/field.h"
 #include "verify/interpreter.h"
 #include "verify/lazy_interpreter.h"
@@ -246,20 +247,28 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
                                         std::to_string(trial) + ": reference " + value_str(domain, w) +
                                         ", candidate " + value_str(domain, g));
   };
+  // In the cheap mode an input's Z_q part is drawn only if one of the two programs can use it.
+  std::vector<char> input_q(ref.inputs().size(), 1), input_drawn(ref.inputs().size(), 0);
+  if (!opts.full) {
+    ExponentUse ur = exponent_use(ref), uc = exponent_use(cand);
+    for (size_t in = 0; in < input_q.size(); ++in) input_q[in] = ur.kernel[ref.inputs()[in]] || uc.kernel[cand.inputs()[in]];
+  }
+  std::vector<std::vector<FieldValue>> input_data(ref.inputs().size());
   for (int trial = 0; trial < opts.trials; ++trial) {
     // Each trial's randomness (inputs, ω, oracle key) comes from (seed, trial) alone.
     uint64_t trial_seed = opts.seed * 0x100000001b3ULL + static_cast<uint64_t>(trial) * 0x9e3779b97f4a7c15ULL;
     FieldDomain domain(trial_seed);
     // Inputs are drawn per element from (trial, input, index), so any order of generation gives the same values;
     // each input is made whole on first use and shared by both programs.
-    std::vector<std::vector<FieldValue>> input_data(ref.inputs().size());
-    auto input = [&](size_t in, int64_t flat) {
+    std::fill(input_drawn.begin(), input_drawn.end(), 0);
+    auto input = [&](size_t in, int64_t flat) -> const FieldValue* {
       std::vector<FieldValue>& d = input_data[in];
-      if (d.empty()) {
+      if (!input_drawn[in]) {
         d.resize(static_cast<size_t>(ref.type(ref.inputs()[in]).numel()));
-        for (size_t i = 0; i < d.size(); ++i) d[i] = domain.random_at(trial_seed, in, i);
+        domain.random_fill(trial_seed, in, d.data(), d.size(), input_q[in]);
+        input_drawn[in] = 1;
       }
-      return d[static_cast<size_t>(flat)];
+      return d.data() + flat;
     };
     try {
       if (opts.full) {

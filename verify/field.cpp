@@ -105,6 +105,51 @@ FieldDomain::FieldDomain(uint64_t trial_seed) {
   }
 }
 
+template <bool kWithQ>
+void FieldDomain::dot_rows_impl(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n) const {
+  MG_CHECK(k >= 1 && k < (int64_t{1} << 31), "dot product length out of range");
+  auto width = static_cast<size_t>(n);
+  acc_p_.assign(width, 0);
+  acc_carry_.assign(width, 0);
+  acc_q_.assign(width, 0);
+  u128* sp = acc_p_.data();
+  uint64_t *carry = acc_carry_.data(), *sq = acc_q_.data();
+  // Z_p: each product of residues is < p^2 < 2^126 and is added unreduced to a 192-bit sum (128 bits plus a carry
+  // word: add, add-with-carry, add-with-carry), reduced once at the end. The stored values are x·R, so the sum is
+  // (sum of products)·R^2, and one REDC of it gives the Montgomery form of the result.
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const uint64_t au = a[kk].u, av = a[kk].v;
+    const Value* bk = b[kk];
+    for (size_t j = 0; j < width; ++j) {
+      u128 prod = static_cast<u128>(au) * bk[j].u;
+      u128 s = sp[j] + prod;
+      carry[j] += s < prod;
+      sp[j] = s;
+      if constexpr (kWithQ) {
+        // Z_q: a product is < 2^62; one fold brings it below 2^32 + 2^31, so 2^31 of them fit in 64 bits.
+        uint64_t x = av * bk[j].v;
+        sq[j] += (x & q_) + (x >> 31);
+      }
+    }
+  }
+  // carry·2^128 + sp mod p·R, then REDC. carry < 2^31 (k < 2^31 products below 2^126 each), so carry·(2^128 mod p)
+  // is below 2^94 and the additions below cannot overflow 128 bits.
+  const u128 pr = static_cast<u128>(p_) << 64;
+  for (size_t j = 0; j < width; ++j) {
+    u128 t = sp[j];
+    while (t >= pr) t -= pr;  // at most twice: pr > 2^127 - 2^65
+    t += static_cast<u128>(carry[j]) * r2_;  // r2_ = R^2 = 2^128 mod p
+    if (t >= pr) t -= pr;
+    uint64_t x = sq[j];
+    x = (x & q_) + (x >> 31);
+    x = (x & q_) + (x >> 31);
+    out[j] = {mont_reduce(t), x >= q_ ? x - q_ : x};
+  }
+}
+template void FieldDomain::dot_rows_impl<true>(Value*, const Value*, const Value* const*, int64_t, int64_t) const;
+template void FieldDomain::dot_rows_impl<false>(Value*, const Value*, const Value* const*, int64_t, int64_t) const;
+
+
 uint64_t FieldDomain::mont_pow(uint64_t a, uint64_t e) const {
   uint64_t r = one_;
   while (e) {
@@ -125,15 +170,6 @@ uint64_t FieldDomain::pow_q(uint64_t a, uint64_t e) const {
   return r;
 }
 
-FieldValue FieldDomain::random(uint64_t& state) const {
-  // Rejection on masked bits, no division: p is just below 2^63 and q = 2^31 - 1, so rejections are rare.
-  uint64_t u, v;
-  do u = splitmix64(state) >> 1;
-  while (u >= p_);
-  do v = splitmix64(state) >> 33;
-  while (v >= q_);
-  return {u, v};
-}
 
 FieldValue FieldDomain::constant(double c) const {
   if (!std::isfinite(c)) throw UserError("constant " + std::to_string(c) + " has no finite-field value");
@@ -167,6 +203,24 @@ FieldValue FieldDomain::inverse(Value a) const {
   last_inverted_ = a;
   last_inverse_ = {mont_pow(a.u, p_ - 2), pow_q(a.v, q_ - 2)};
   return last_inverse_;
+}
+
+uint64_t FieldDomain::inverse_p(uint64_t u) const {
+  if (u == 0) throw FieldDivisionByZero("division by a zero residue");
+  if (u != last_inverted_p_) {
+    last_inverted_p_ = u;
+    last_inverse_p_ = mont_pow(u, p_ - 2);
+  }
+  return last_inverse_p_;
+}
+
+FieldValue FieldDomain::unary_p(ir::OpCode op, Value x, double s) const {
+  switch (ir::op_info(op).field) {
+    case ir::FieldSem::Square: return binary_p(ir::FieldSem::Mul, x, x);
+    case ir::FieldSem::ScaleConst: return binary_p(ir::FieldSem::Mul, x, constant(s));
+    case ir::FieldSem::AddConst: return binary_p(ir::FieldSem::Add, x, constant(s));
+    default: return unary(op, x, s);
+  }
 }
 
 FieldValue FieldDomain::binary_slow(ir::FieldSem f, Value a, Value b) const {

@@ -11,8 +11,10 @@
 #include <array>
 #include <cstdint>
 #include <stdexcept>
+#include <vector>
 
 #include "ir/graph.h"
+#include "verify/splitmix.h"
 
 namespace morgana::verify {
 
@@ -58,18 +60,62 @@ class FieldDomain {
     }
   }
 
-  // A uniformly random value, for inputs.
-  Value random(uint64_t& state) const;
-  // The random value at (stream, index): element `index` of input `stream`, the same however it is visited.
-  Value random_at(uint64_t seed, uint64_t stream, uint64_t index) const {
-    uint64_t state = seed ^ (stream * 0xd1b54a32d192ed03ULL) ^ (index * 0x9e3779b97f4a7c15ULL);
-    return random(state);
+  // The same, computing the Z_p part only (v = 0), for values whose Z_q part cannot matter (exponent_use.h).
+  // Only add, sub, mul, div and the exact unary ops have a cheaper form; the rest compute both parts.
+  Value binary_p(ir::FieldSem f, Value a, Value b) const {
+    switch (f) {
+      case ir::FieldSem::Add: return {add_mod(a.u, b.u, p_), 0};
+      case ir::FieldSem::Sub: return {sub_mod(a.u, b.u, p_), 0};
+      case ir::FieldSem::Mul: return {mont_mul(a.u, b.u), 0};
+      case ir::FieldSem::Div: return {mont_mul(a.u, inverse_p(b.u)), 0};
+      default: return binary(f, a, b);
+    }
+  }
+  Value unary_p(ir::OpCode op, Value x, double s) const;
+  void dot_rows_p(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n) const {
+    dot_rows_impl<false>(out, a, b, k, n);
+  }
+
+  // out[j] = sum_kk a[kk] * b[kk][j]. Products are summed unreduced (128 bits in Z_p, folded 64 bits in Z_q) and
+  // reduced once per element, which halves the cost of a multiply-add; exact, so equal to any other order.
+  void dot_rows(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n) const {
+    dot_rows_impl<true>(out, a, b, k, n);
+  }
+
+  // A uniformly random value (ω, keys, tests).
+  Value random(uint64_t& state) const { return random_counter(splitmix64(state)); }
+  // The random value at (stream, index): element `index` of input `stream`, the same however it is visited, and
+  // cheap enough to draw a million inputs at a time. Without `with_q` the Z_q part is 0 (for inputs whose Z_q part
+  // cannot matter, exponent_use.h); the Z_p part is the same either way.
+  Value random_at(uint64_t seed, uint64_t stream, uint64_t index, bool with_q = true) const {
+    return random_counter((seed ^ (stream * 0xd1b54a32d192ed03ULL)) + index * (2 * kGoldenGamma), with_q);
+  }
+  // out[i] = random_at(seed, stream, i, with_q) for i < n, in a loop the compiler can keep tight.
+  void random_fill(uint64_t seed, uint64_t stream, Value* out, size_t n, bool with_q) const {
+    uint64_t c = seed ^ (stream * 0xd1b54a32d192ed03ULL);
+    if (with_q)
+      for (size_t i = 0; i < n; ++i, c += 2 * kGoldenGamma) out[i] = random_counter(c, true);
+    else
+      for (size_t i = 0; i < n; ++i, c += 2 * kGoldenGamma) out[i] = random_counter(c, false);
   }
   uint64_t omega() const { return omega_; }
 
  private:
   Value oracle(uint64_t tag, Value a, Value b = {}) const;
+  // u and v from mixes of two counters; rejection (rare: p is just below 2^63, q = 2^31 - 1) re-mixes with a salt.
+  Value random_counter(uint64_t c, bool with_q = true) const {
+    uint64_t u = mix64(c + kGoldenGamma) >> 1, v = 0;
+    for (uint64_t salt = 1; u >= p_; ++salt) u = mix64(c + kGoldenGamma + salt * 0x632be59bd9b4e019ULL) >> 1;
+    if (with_q) {
+      v = mix64(c + 2 * kGoldenGamma) >> 33;
+      for (uint64_t salt = 1; v >= q_; ++salt) v = mix64(c + 2 * kGoldenGamma + salt * 0x632be59bd9b4e019ULL) >> 33;
+    }
+    return {u, v};
+  }
   Value inverse(Value a) const;
+  uint64_t inverse_p(uint64_t u) const;
+  template <bool kWithQ>
+  void dot_rows_impl(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n) const;
 
   // Z_p in Montgomery form (R = 2^64): u holds x·R mod p. The map is a bijection, so equality, uniform sampling and
   // oracle keys work on the stored form directly; only constants and printing convert.
@@ -79,11 +125,12 @@ class FieldDomain {
     return s >= m ? s - m : s;
   }
   static uint64_t sub_mod(uint64_t a, uint64_t b, uint64_t m) { return a >= b ? a - b : a + m - b; }
-  uint64_t mont_mul(uint64_t a, uint64_t b) const {
-    __extension__ using u128 = unsigned __int128;
-    u128 t = static_cast<u128>(a) * b;
+  __extension__ using u128 = unsigned __int128;
+  uint64_t mont_mul(uint64_t a, uint64_t b) const { return mont_reduce(static_cast<u128>(a) * b); }
+  // t·R^-1 mod p for t < p·R (Montgomery's REDC).
+  uint64_t mont_reduce(u128 t) const {
     uint64_t m = static_cast<uint64_t>(t) * p_inv_neg_;
-    u128 sum = t + static_cast<u128>(m) * p_;  // < 2^127 since a, b < p < 2^63
+    u128 sum = t + static_cast<u128>(m) * p_;  // < 2pR < 2^128
     auto u = static_cast<uint64_t>(sum >> 64);
     return u >= p_ ? u - p_ : u;
   }
@@ -109,6 +156,10 @@ class FieldDomain {
   }
   // One-entry cache of inverse(): a domain is used by one thread at a time.
   mutable Value last_inverted_{}, last_inverse_{};
+  mutable uint64_t last_inverted_p_ = 0, last_inverse_p_ = 0;
+  // dot_rows' accumulators, kept to save an allocation per call.
+  mutable std::vector<u128> acc_p_;
+  mutable std::vector<uint64_t> acc_carry_, acc_q_;
   uint64_t p_inv_neg_;  // -p^-1 mod 2^64
   uint64_t r2_;         // R^2 mod p
   uint64_t one_;        // R mod p (1 in Montgomery form)

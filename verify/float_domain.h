@@ -38,6 +38,20 @@ struct FloatDomain {
       default: bad_binary();
     }
   }
+  // out[j] = ((a0*b0[j] + a1*b1[j]) + a2*b2[j]) + ...: the one summation order both interpreters use.
+  void dot_rows(double* out, const double* a, const double* const* b, int64_t k, int64_t n) const {
+    for (int64_t j = 0; j < n; ++j) out[j] = round(a[0] * b[0][j]);
+    for (int64_t kk = 1; kk < k; ++kk) {
+      const double av = a[kk], *bk = b[kk];
+      for (int64_t j = 0; j < n; ++j) out[j] = round(out[j] + round(av * bk[j]));
+    }
+  }
+  // A float has no second part to skip (field.h's *_p forms): the same as the full ops.
+  double binary_p(ir::FieldSem f, double a, double b) const { return binary(f, a, b); }
+  double unary_p(ir::OpCode op, double x, double s) const { return unary(op, x, s); }
+  void dot_rows_p(double* out, const double* a, const double* const* b, int64_t k, int64_t n) const {
+    dot_rows(out, a, b, k, n);
+  }
   [[noreturn]] static void bad_binary();
 };
 

@@ -8,6 +8,10 @@
 //   Value constant(double c);                          exact for the field domain (a double is a dyadic rational)
 //   Value unary(OpCode op, Value x, double s);         elementwise ops of kind Unary (s: the op's scalar)
 //   Value binary(FieldSem f, Value a, Value b);        Add, Sub, Mul, Div, Max
+//   void dot_rows(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n);
+//                                                      out[j] = sum over kk < k of a[kk] * b[kk][j], j < n: the
+//                                                      inner loop of every matmul (the float domain must add in
+//                                                      kk order, starting from the kk = 0 product)
 // and optionally
 //   void store(std::vector<Value>& data, DType t);    called on every tensor an op makes (device storage rounding)
 #pragma once
@@ -351,20 +355,13 @@ class Interpreter {
         b_off.push_back(ib);
       });
     }
+    std::vector<const V*> b_rows(static_cast<size_t>(k));
     for (size_t bi = 0; bi < a_off.size(); ++bi) {
       const V* A = a.data.data() + a_off[bi] * m * k;
       const V* B = b.data.data() + b_off[bi] * k * n;
       V* C = out.data.data() + static_cast<int64_t>(bi) * m * n;
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t kk = 0; kk < k; ++kk) {
-          V av = A[i * k + kk];
-          for (int64_t j = 0; j < n; ++j) {
-            V prod = d_.binary(FieldSem::Mul, av, B[kk * n + j]);
-            V& c = C[i * n + j];
-            c = kk == 0 ? prod : d_.binary(FieldSem::Add, c, prod);
-          }
-        }
-      }
+      for (int64_t kk = 0; kk < k; ++kk) b_rows[static_cast<size_t>(kk)] = B + kk * n;
+      for (int64_t i = 0; i < m; ++i) d_.dot_rows(C + i * n, A + i * k, b_rows.data(), k, n);
     }
     return out;
   }

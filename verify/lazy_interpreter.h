@@ -5,9 +5,11 @@
 // tests run both on every example and on random graphs and require equality.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
 
+#include "verify/exponent_use.h"
 #include "verify/interpreter.h"
 
 namespace morgana::verify {
@@ -29,15 +31,19 @@ inline int64_t flatten(const TensorType& t, const Index& idx) {
   return f;
 }
 
-// InputFn: V(size_t input, int64_t flat), element `flat` of input `input`; it should be an array read.
+// InputFn: const V*(size_t input, int64_t flat), a pointer to element `flat` of input `input` (row-major, so the
+// row starting there is contiguous); the data must outlive the interpreter.
+//
+// Rows live in an arena owned by the interpreter and never move, so a row is a plain pointer and an input row is a
+// pointer into the caller's data (no copy).
 template <class D, class InputFn>
 class LazyInterpreter {
  public:
   using V = typename D::Value;
-  using Row = std::vector<V>;
+  using Row = const V*;
 
   LazyInterpreter(D& domain, const Graph& g, InputFn inputs)
-      : d_(domain), g_(g), inputs_(std::move(inputs)), rows_(g.num_tensors()) {
+      : d_(domain), g_(g), inputs_(std::move(inputs)), rows_(g.num_tensors()), use_(exponent_use(g)) {
     MG_CHECK(!g.is_block(), "lazy evaluation of a kernel graph");
     for (const Graph& body : g.bodies()) {
       std::vector<ir::NodeId> saves;
@@ -51,7 +57,7 @@ class LazyInterpreter {
   V output(size_t i, int64_t flat) {
     TensorId t = g_.outputs()[i];
     int64_t last = last_dim(g_.type(t));
-    return krow(t, flat / last)[static_cast<size_t>(flat % last)];
+    return krow(t, flat / last)[flat % last];
   }
 
   // Whether the epilogue of block `b` of block op `node` has been evaluated (some output of it was needed).
@@ -61,9 +67,9 @@ class LazyInterpreter {
 
  private:
   using Block = std::array<int64_t, ir::kGridDims>;
-  // Rows of one tensor, made on demand.
+  // Rows of one tensor, made on demand (nullptr: not yet).
   struct RowTable {
-    std::vector<std::unique_ptr<Row>> rows;
+    std::vector<Row> rows;
   };
   struct Frame {
     std::vector<RowTable> tensors;
@@ -87,35 +93,48 @@ class LazyInterpreter {
     return r;
   }
 
-  static const Row* find(RowTable& tab, const TensorType& t, int64_t r) {
-    if (tab.rows.empty()) tab.rows.resize(static_cast<size_t>(num_rows(t)));
-    return tab.rows[static_cast<size_t>(r)].get();
+  static Row find(RowTable& tab, const TensorType& t, int64_t r) {
+    if (tab.rows.empty()) tab.rows.resize(static_cast<size_t>(num_rows(t)), nullptr);
+    return tab.rows[static_cast<size_t>(r)];
   }
-  static const Row& keep(RowTable& tab, int64_t r, Row row) {
-    auto& slot = tab.rows[static_cast<size_t>(r)];
-    slot = std::make_unique<Row>(std::move(row));
-    return *slot;
+  static Row keep(RowTable& tab, int64_t r, Row row) { return tab.rows[static_cast<size_t>(r)] = row; }
+
+  // `n` uninitialized values that stay put until the interpreter dies.
+  V* alloc(int64_t n) {
+    auto want = static_cast<size_t>(n);
+    if (arena_left_ < want) {
+      size_t chunk = std::max<size_t>(want, size_t{1} << 14);
+      arena_.push_back(std::make_unique_for_overwrite<V[]>(chunk));
+      arena_next_ = arena_.back().get();
+      arena_left_ = chunk;
+    }
+    V* out = arena_next_;
+    arena_next_ += want;
+    arena_left_ -= want;
+    return out;
+  }
+  V* alloc_copy(Row src, int64_t n) {
+    V* out = alloc(n);
+    std::copy(src, src + n, out);
+    return out;
   }
 
   // --- kernel level ---
-  const Row& krow(TensorId t, int64_t r) {
+  Row krow(TensorId t, int64_t r) {
     const ir::Tensor& ten = g_.tensor(t);
-    if (const Row* hit = find(rows_[t], ten.type, r)) return *hit;
+    if (Row hit = find(rows_[t], ten.type, r)) return hit;
     const Node& n = g_.node(ten.producer);
     Row row;
     if (n.op == OpCode::input) {
-      int64_t last = last_dim(ten.type);
-      row.resize(static_cast<size_t>(last));
-      for (int64_t c = 0; c < last; ++c) row[static_cast<size_t>(c)] = inputs_(n.attrs.index, r * last + c);
+      row = inputs_(n.attrs.index, r * last_dim(ten.type));
     } else if (n.op == OpCode::block) {
       row = block_output_row(n, ten.producer, ten.result_index, r);
     } else {
       auto ops = g_.operands(n);
-      row = compute(g_, n, ten.type, r, [&](int k, int64_t rr) -> const Row& {
-        return krow(ops[static_cast<size_t>(k)], rr);
-      });
+      row = compute(g_, n, ten.type, r, use_.kernel[t],
+                    [&](int k, int64_t rr) -> Row { return krow(ops[static_cast<size_t>(k)], rr); });
     }
-    return keep(rows_[t], r, std::move(row));
+    return keep(rows_[t], r, row);
   }
 
   Row block_output_row(const Node& n, ir::NodeId node, int result, int64_t r) {
@@ -139,15 +158,14 @@ class LazyInterpreter {
       idx[ud] %= tile.dim(d);
     }
     int64_t tile_row = row_of(tile, idx), tile_last = last_dim(tile), out_last = last_dim(out);
-    Row row(static_cast<size_t>(out_last));
+    V* row = alloc(out_last);
     int64_t parts = along_last < 0 ? 1 : g_.body(n).block_params().grid[static_cast<size_t>(along_last)];
     for (int64_t p = 0; p < parts; ++p) {
       if (along_last >= 0) b[static_cast<size_t>(along_last)] = p;
       int64_t start = p * tile_last;
       if (start >= out_last) break;
-      const Row& t = brow(node, b, -1, src, tile_row);
-      for (int64_t c = 0; c < tile_last && start + c < out_last; ++c)
-        row[static_cast<size_t>(start + c)] = t[static_cast<size_t>(c)];
+      Row t = brow(node, b, -1, src, tile_row);
+      for (int64_t c = 0; c < tile_last && start + c < out_last; ++c) row[start + c] = t[c];
     }
     return row;
   }
@@ -168,12 +186,12 @@ class LazyInterpreter {
   }
 
   // Row `r` of body tensor `t` of block `b` of block op `node`, in for-loop iteration `iter` (-1: the epilogue).
-  const Row& brow(ir::NodeId node, const Block& b, int64_t iter, TensorId t, int64_t r) {
+  Row brow(ir::NodeId node, const Block& b, int64_t iter, TensorId t, int64_t r) {
     Frame& fr = frame(node, b, iter);  // unordered_map never moves elements: `fr` stays valid below
     const Node& block_op = g_.node(node);
     const Graph& body = g_.body(block_op);
     const ir::Tensor& ten = body.tensor(t);
-    if (const Row* hit = find(fr.tensors[t], ten.type, r)) return *hit;
+    if (Row hit = find(fr.tensors[t], ten.type, r)) return hit;
     const Node& n = body.node(ten.producer);
     const ir::OpInfo& info = ir::op_info(n.op);
     auto ops = body.operands(n);
@@ -181,13 +199,12 @@ class LazyInterpreter {
     if (info.kind == OpKind::Iter) {
       row = load_row(block_op, body, n, ten.type, b, iter, r);
     } else if (info.kind == OpKind::Accum) {
-      row = accumulate(node, b, n, body, r);
+      row = accumulate(node, b, n, body, r, use_.body[block_op.attrs.index][t]);
     } else {
-      row = compute(body, n, ten.type, r, [&](int k, int64_t rr) -> const Row& {
-        return brow(node, b, iter, ops[static_cast<size_t>(k)], rr);
-      });
+      row = compute(body, n, ten.type, r, use_.body[block_op.attrs.index][t],
+                    [&](int k, int64_t rr) -> Row { return brow(node, b, iter, ops[static_cast<size_t>(k)], rr); });
     }
-    return keep(fr.tensors[t], r, std::move(row));
+    return keep(fr.tensors[t], r, row);
   }
 
   Row load_row(const Node& block_op, const Graph& body, const Node& n, const TensorType& tile, const Block& b,
@@ -198,76 +215,84 @@ class LazyInterpreter {
     Index origin = tile_origin(body.block_params(), n.attrs, tile, b, iter, true);
     for (int d = 0; d < tile.rank; ++d) idx[static_cast<size_t>(d)] += origin[static_cast<size_t>(d)];
     int64_t tile_last = last_dim(tile), start = idx[static_cast<size_t>(tile.rank - 1)];
-    Row row(static_cast<size_t>(tile_last), d_.constant(0));  // masked: ragged edges read as zero
-    for (int d = 0; d < tile.rank - 1; ++d)
-      if (idx[static_cast<size_t>(d)] >= full.dim(d)) return row;
-    const Row& s = krow(src, row_of(full, idx));
-    for (int64_t c = 0; c < tile_last && start + c < last_dim(full); ++c)
-      row[static_cast<size_t>(c)] = s[static_cast<size_t>(start + c)];
+    bool inside = true;
+    for (int d = 0; d < tile.rank - 1; ++d) inside = inside && idx[static_cast<size_t>(d)] < full.dim(d);
+    Row s = inside ? krow(src, row_of(full, idx)) : nullptr;
+    if (inside && start + tile_last <= last_dim(full)) return s + start;  // the common case: a window, no copy
+    V* row = alloc(tile_last);
+    std::fill(row, row + tile_last, d_.constant(0));  // masked: ragged edges read as zero
+    for (int64_t c = 0; inside && c < tile_last && start + c < last_dim(full); ++c) row[c] = s[start + c];
     return row;
   }
 
   // The eager interpreter's accumulate(), a row at a time, in the same order.
-  Row accumulate(ir::NodeId node, const Block& b, const Node& n, const Graph& body, int64_t r) {
+  // `full`: the result's Z_q part is needed (exponent_use.h); otherwise the *_p forms skip it.
+  Row accumulate(ir::NodeId node, const Block& b, const Node& n, const Graph& body, int64_t r, bool full) {
     const ir::OpInfo& info = ir::op_info(n.op);
     auto ops = body.operands(n);
     int64_t loop = body.block_params().loop;
-    Row acc = brow(node, b, 0, ops[0], r);
+    const TensorType& xt = body.type(ops[0]);
+    const int64_t width = last_dim(xt);
+    V* acc = alloc_copy(brow(node, b, 0, ops[0], r), width);
     if (info.field != FieldSem::RescaleSum) {
       for (int64_t t = 1; t < loop; ++t) {
-        const Row& x = brow(node, b, t, ops[0], r);
-        for (size_t c = 0; c < acc.size(); ++c) acc[c] = d_.binary(info.field, acc[c], x[c]);
+        Row x = brow(node, b, t, ops[0], r);
+        for (int64_t c = 0; c < width; ++c) acc[c] = bin(full, info.field, acc[c], x[c]);
       }
       return acc;
     }
-    const TensorType &xt = body.type(ops[0]), &mt = body.type(ops[1]);
+    const TensorType& mt = body.type(ops[1]);
     int64_t mr = broadcast_row(mt, row_index(xt, r), xt.rank);
-    bool m_scalar_row = last_dim(mt) == 1;
-    Row run_max = brow(node, b, 0, ops[1], mr);
+    const int64_t m_width = last_dim(mt);
+    bool m_scalar_row = m_width == 1;
+    V* run_max = alloc_copy(brow(node, b, 0, ops[1], mr), m_width);
+    V* new_max = alloc(m_width);
     for (int64_t t = 1; t < loop; ++t) {
-      const Row& m = brow(node, b, t, ops[1], mr);
-      const Row& x = brow(node, b, t, ops[0], r);
-      Row new_max(run_max.size());
-      for (size_t c = 0; c < new_max.size(); ++c) new_max[c] = d_.binary(FieldSem::Max, run_max[c], m[c]);
-      for (size_t c = 0; c < acc.size(); ++c) {
-        size_t mc = m_scalar_row ? 0 : c;
+      Row m = brow(node, b, t, ops[1], mr);
+      Row x = brow(node, b, t, ops[0], r);
+      for (int64_t c = 0; c < m_width; ++c) new_max[c] = d_.binary(FieldSem::Max, run_max[c], m[c]);
+      for (int64_t c = 0; c < width; ++c) {
+        int64_t mc = m_scalar_row ? 0 : c;
         V keep_f = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, run_max[mc], new_max[mc]), 0);
         V add_f = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, m[mc], new_max[mc]), 0);
-        acc[c] = d_.binary(FieldSem::Add, d_.binary(FieldSem::Mul, acc[c], keep_f), d_.binary(FieldSem::Mul, x[c], add_f));
+        acc[c] = bin(full, FieldSem::Add, bin(full, FieldSem::Mul, acc[c], keep_f), bin(full, FieldSem::Mul, x[c], add_f));
       }
-      run_max = std::move(new_max);
+      std::swap(run_max, new_max);
     }
     return acc;
   }
 
-  // Row `r` of a non-structural op's result. fetch(k, row) is row `row` of operand k.
+  V bin(bool full, FieldSem f, const V& a, const V& b) const { return full ? d_.binary(f, a, b) : d_.binary_p(f, a, b); }
+
+  // Row `r` of a non-structural op's result. fetch(k, row) is row `row` of operand k. `full` as in accumulate().
   template <class Fetch>
-  Row compute(const Graph& gr, const Node& n, const TensorType& out, int64_t r, Fetch&& fetch) {
+  Row compute(const Graph& gr, const Node& n, const TensorType& out, int64_t r, bool full, Fetch&& fetch) {
     const ir::OpInfo& info = ir::op_info(n.op);
     const Attrs& a = n.attrs;
     auto ops = gr.operands(n);
     auto type = [&](int k) -> const TensorType& { return gr.type(ops[static_cast<size_t>(k)]); };
     const int last = out.rank - 1;
-    const auto width = static_cast<size_t>(last_dim(out));
+    const int64_t width = last_dim(out);
     Index idx = row_index(out, r);
     // Rows of operand k along `dim` (< last) at coordinates 0..n-1, with the rest of `idx` fixed.
-    auto along = [&](int k, int dim, int64_t c) -> const Row& {
+    auto along = [&](int k, int dim, int64_t c) -> Row {
       Index i = idx;
       i[static_cast<size_t>(dim)] = c;
       return fetch(k, row_of(type(k), i));
     };
     switch (info.kind) {
       case OpKind::Unary: {
-        Row row = fetch(0, r);
-        for (V& v : row) v = d_.unary(n.op, v, a.s);
+        Row x = fetch(0, r);
+        V* row = alloc(width);
+        for (int64_t c = 0; c < width; ++c) row[c] = full ? d_.unary(n.op, x[c], a.s) : d_.unary_p(n.op, x[c], a.s);
         return row;
       }
       case OpKind::Binary: {
-        const Row& x = fetch(0, broadcast_row(type(0), idx, out.rank));
-        const Row& y = fetch(1, broadcast_row(type(1), idx, out.rank));
-        bool xs = x.size() == 1 && width > 1, ys = y.size() == 1 && width > 1;
-        Row row(width);
-        for (size_t c = 0; c < width; ++c) row[c] = d_.binary(info.field, x[xs ? 0 : c], y[ys ? 0 : c]);
+        Row x = fetch(0, broadcast_row(type(0), idx, out.rank));
+        Row y = fetch(1, broadcast_row(type(1), idx, out.rank));
+        bool xs = last_dim(type(0)) == 1 && width > 1, ys = last_dim(type(1)) == 1 && width > 1;
+        V* row = alloc(width);
+        for (int64_t c = 0; c < width; ++c) row[c] = bin(full, info.field, x[xs ? 0 : c], y[ys ? 0 : c]);
         return row;
       }
       case OpKind::Matmul: {
@@ -280,39 +305,38 @@ class LazyInterpreter {
         ai[static_cast<size_t>(ta.rank - 2)] = idx[static_cast<size_t>(out.rank - 2)];
         for (int p = 0; p < tb.rank - 2; ++p)
           bi[static_cast<size_t>(p)] = tb.dim(p) == 1 ? 0 : idx[static_cast<size_t>(out.rank - tb.rank + p)];
-        const Row& arow = fetch(0, row_of(ta, ai));
-        Row row(width);
+        Row arow = fetch(0, row_of(ta, ai));
+        // A local list: fetching a row of B may evaluate another matmul.
+        std::vector<Row> b_rows(static_cast<size_t>(k));
         for (int64_t kk = 0; kk < k; ++kk) {
           bi[static_cast<size_t>(tb.rank - 2)] = kk;
-          const V* bk = fetch(1, row_of(tb, bi)).data();
-          V av = arow[static_cast<size_t>(kk)];
-          V* out_row = row.data();
-          if (kk == 0) {
-            for (size_t j = 0; j < width; ++j) out_row[j] = d_.binary(FieldSem::Mul, av, bk[j]);
-          } else {
-            for (size_t j = 0; j < width; ++j)
-              out_row[j] = d_.binary(FieldSem::Add, out_row[j], d_.binary(FieldSem::Mul, av, bk[j]));
-          }
+          b_rows[static_cast<size_t>(kk)] = fetch(1, row_of(tb, bi));
         }
+        V* row = alloc(width);
+        if (full)
+          d_.dot_rows(row, arow, b_rows.data(), k, width);
+        else
+          d_.dot_rows_p(row, arow, b_rows.data(), k, width);
         return row;
       }
       case OpKind::Reduce: {
         int64_t groups = type(0).dim(a.dim) / a.to;
+        V* row = alloc(width);
         if (a.dim == last) {
-          const Row& x = fetch(0, r);
-          Row row(width);
-          for (size_t j = 0; j < width; ++j) {
+          Row x = fetch(0, r);
+          for (int64_t j = 0; j < width; ++j) {
             V acc = x[j];
-            for (int64_t g = 1; g < groups; ++g) acc = d_.binary(info.field, acc, x[j + static_cast<size_t>(g * a.to)]);
+            for (int64_t g = 1; g < groups; ++g) acc = bin(full, info.field, acc, x[j + g * a.to]);
             row[j] = acc;
           }
           return row;
         }
         int64_t j = idx[static_cast<size_t>(a.dim)];
-        Row row = along(0, a.dim, j);
+        Row first = along(0, a.dim, j);
+        std::copy(first, first + width, row);
         for (int64_t g = 1; g < groups; ++g) {
-          const Row& x = along(0, a.dim, j + g * a.to);
-          for (size_t c = 0; c < width; ++c) row[c] = d_.binary(info.field, row[c], x[c]);
+          Row x = along(0, a.dim, j + g * a.to);
+          for (int64_t c = 0; c < width; ++c) row[c] = bin(full, info.field, row[c], x[c]);
         }
         return row;
       }
@@ -322,9 +346,10 @@ class LazyInterpreter {
       case OpKind::Concat: {
         int64_t n0 = type(0).dim(a.dim);
         if (a.dim == last) {
-          Row row = fetch(0, r);
-          const Row& y = fetch(1, r);
-          row.insert(row.end(), y.begin(), y.end());
+          V* row = alloc(width);
+          Row x = fetch(0, r), y = fetch(1, r);
+          std::copy(x, x + n0, row);
+          std::copy(y, y + (width - n0), row + n0);
           return row;
         }
         int64_t c = idx[static_cast<size_t>(a.dim)];
@@ -342,25 +367,22 @@ class LazyInterpreter {
 
   // rms_norm and softmax over `dim`, in the eager interpreter's order: statistics folded from coordinate 0 up.
   template <class Fetch, class Along>
-  Row normalize(OpKind kind, const Attrs& a, const TensorType& out, int64_t r, Fetch& fetch,
-                Along& along) {
+  Row normalize(OpKind kind, const Attrs& a, const TensorType& out, int64_t r, Fetch& fetch, Along& along) {
     const int last = out.rank - 1;
-    const auto width = static_cast<size_t>(last_dim(out));
+    const int64_t width = last_dim(out);
     int64_t n_dim = out.dim(a.dim);
     // Element c of the normalized dim for column j of this row.
-    std::vector<const Row*> src;
+    std::vector<Row> src;
     if (a.dim != last)
-      for (int64_t c = 0; c < n_dim; ++c) src.push_back(&along(0, a.dim, c));
-    const Row& x = fetch(0, r);
-    auto at = [&](int64_t c, size_t j) -> const V& {
-      return a.dim == last ? x[static_cast<size_t>(c)] : (*src[static_cast<size_t>(c)])[j];
-    };
-    auto stat_column = [&](size_t j) -> size_t { return a.dim == last ? 0 : j; };
-    size_t columns = a.dim == last ? 1 : width;
-    Row row(width);
+      for (int64_t c = 0; c < n_dim; ++c) src.push_back(along(0, a.dim, c));
+    Row x = fetch(0, r);
+    auto at = [&](int64_t c, int64_t j) -> const V& { return a.dim == last ? x[c] : src[static_cast<size_t>(c)][j]; };
+    auto stat_column = [&](int64_t j) -> int64_t { return a.dim == last ? 0 : j; };
+    int64_t columns = a.dim == last ? 1 : width;
+    V* row = alloc(width);
     if (kind == OpKind::Norm) {
-      Row factor(columns);
-      for (size_t j = 0; j < columns; ++j) {
+      V* factor = alloc(columns);
+      for (int64_t j = 0; j < columns; ++j) {
         V ss = d_.unary(OpCode::square, at(0, j), 0);
         for (int64_t c = 1; c < n_dim; ++c) ss = d_.binary(FieldSem::Add, ss, d_.unary(OpCode::square, at(c, j), 0));
         factor[j] = d_.unary(
@@ -368,11 +390,12 @@ class LazyInterpreter {
             d_.unary(OpCode::add_scalar, d_.unary(OpCode::mul_scalar, ss, 1.0 / static_cast<double>(n_dim)), a.eps),
             0);
       }
-      for (size_t j = 0; j < width; ++j) row[j] = d_.binary(FieldSem::Mul, x[j], factor[stat_column(j)]);
+      for (int64_t j = 0; j < width; ++j) row[j] = d_.binary(FieldSem::Mul, x[j], factor[stat_column(j)]);
       return row;
     }
-    Row mx(columns), sum(columns);
-    for (size_t j = 0; j < columns; ++j) {
+    V* mx = alloc(columns);
+    V* sum = alloc(columns);
+    for (int64_t j = 0; j < columns; ++j) {
       V m = at(0, j);
       for (int64_t c = 1; c < n_dim; ++c) m = d_.binary(FieldSem::Max, m, at(c, j));
       V s = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, at(0, j), m), 0);
@@ -381,8 +404,8 @@ class LazyInterpreter {
       mx[j] = m;
       sum[j] = s;
     }
-    for (size_t j = 0; j < width; ++j) {
-      size_t sj = stat_column(j);
+    for (int64_t j = 0; j < width; ++j) {
+      int64_t sj = stat_column(j);
       row[j] = d_.binary(FieldSem::Div, d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, x[j], mx[sj]), 0), sum[sj]);
     }
     return row;
@@ -394,6 +417,10 @@ class LazyInterpreter {
   std::vector<RowTable> rows_;
   std::vector<std::vector<ir::NodeId>> saves_;
   std::unordered_map<uint64_t, Frame> frames_;
+  ExponentUse use_;
+  std::vector<std::unique_ptr<V[]>> arena_;
+  V* arena_next_ = nullptr;
+  size_t arena_left_ = 0;
 };
 
 }  // namespace morgana::verify

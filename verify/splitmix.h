@@ -6,11 +6,16 @@
 
 namespace morgana::verify {
 
-inline uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+inline constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ULL;
+
+// splitmix64's output function: a bijective mix of 64 bits. Applied to a counter it is a counter-based generator,
+// so element i of a stream can be drawn without drawing the ones before it.
+inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
+
+inline uint64_t splitmix64(uint64_t& state) { return mix64(state += kGoldenGamma); }
 
 }  // namespace morgana::verify
