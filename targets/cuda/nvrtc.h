@@ -1,0 +1,46 @@
+// The NVRTC toolchain: compiles generated CUDA C++ in-process to a cubin for one sm_XY, or to PTX for one
+// compute_XY. NVRTC is loaded with dlopen on first use, so morgana builds and runs without a CUDA toolkit and only
+// `morgana compile` for an NVIDIA target needs one (any CUDA >= 12 with NVRTC). Where it looks: $MORGANA_NVRTC
+// (a file), $CUDA_HOME/lib64, $CUDA_PATH/lib64, /usr/local/cuda/lib64, then the dynamic linker's search path.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace morgana::targets::cuda {
+
+// A header the source may #include by `name`, handed to NVRTC from memory.
+struct SourceHeader {
+  std::string_view name;
+  std::string_view text;
+};
+
+struct NvrtcInput {
+  std::string_view source;
+  std::string_view file_name = "morgana.cu";   // the name NVRTC's messages use
+  std::span<const SourceHeader> headers;
+  // Per line of `source` (index = line - 1): where it came from, e.g. "node 'p' (spec.mg:12:5)"; may be empty.
+  std::span<const std::string> line_origin;
+  std::string arch;  // "sm_90a" gives a cubin, "compute_80" gives PTX
+};
+
+struct NvrtcOutput {
+  std::vector<uint8_t> code;  // the cubin, or the PTX text with its terminating NUL (as cuModuleLoadData wants it)
+  std::string log;            // NVRTC's messages (warnings), possibly empty
+};
+
+// Throws morgana::UserError when NVRTC cannot be loaded, rejects the arch, or the source does not compile; the
+// message carries NVRTC's log with each diagnostic followed by the generated line it names and that line's origin.
+NvrtcOutput nvrtc_compile(const NvrtcInput& in);
+
+// "13.0", or an empty string with `why` set when NVRTC cannot be loaded.
+std::string nvrtc_version(std::string* why = nullptr);
+
+// True for "sm_NN[a]" (cubin) and "compute_NN[a]" (PTX); the NN part as an integer, e.g. 90.
+bool is_cubin_arch(std::string_view arch);
+bool is_ptx_arch(std::string_view arch);
+
+}  // namespace morgana::targets::cuda
