@@ -65,4 +65,64 @@ double round_to_dtype(double x, DType t) {
   return x;
 }
 
+void encode_element(double x, DType t, void* dst) {
+  double r = round_to_dtype(x, t);
+  auto f = static_cast<float>(r);  // exact: every f16 and bf16 value is a float
+  uint32_t fb;
+  std::memcpy(&fb, &f, 4);
+  uint16_t h;
+  switch (t) {
+    case DType::f32:
+      std::memcpy(dst, &fb, 4);
+      return;
+    case DType::bf16:
+      h = static_cast<uint16_t>(std::isnan(f) ? 0x7fc0 : fb >> 16);  // exact after rounding
+      break;
+    case DType::f16: {
+      uint16_t sign = static_cast<uint16_t>((fb >> 16) & 0x8000);
+      if (std::isnan(r)) {
+        h = 0x7e00;
+      } else if (std::isinf(r)) {
+        h = sign | 0x7c00;
+      } else if (r == 0) {
+        h = sign;
+      } else {
+        int exp;
+        double m = std::frexp(std::fabs(r), &exp);  // |r| = m * 2^exp, m in [0.5, 1)
+        if (exp - 1 < -14) {
+          h = sign | static_cast<uint16_t>(std::ldexp(std::fabs(r), 24));  // subnormal: a multiple of 2^-24
+        } else {
+          auto mant = static_cast<uint16_t>(std::ldexp(m, 11)) & 0x3ff;  // 11 significant bits, drop the leading 1
+          h = sign | static_cast<uint16_t>((exp - 1 + 15) << 10) | mant;
+        }
+      }
+      break;
+    }
+    default:
+      h = 0;
+  }
+  std::memcpy(dst, &h, 2);
+}
+
+double decode_element(const void* src, DType t) {
+  if (t == DType::f32) {
+    float f;
+    std::memcpy(&f, src, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, src, 2);
+  if (t == DType::bf16) {
+    uint32_t fb = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &fb, 4);
+    return f;
+  }
+  double sign = (h & 0x8000) ? -1.0 : 1.0;
+  int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  if (exp == 0x1f) return mant ? std::nan("") : sign * INFINITY;
+  if (exp == 0) return sign * std::ldexp(mant, -24);
+  return sign * std::ldexp(1024 + mant, exp - 25);
+}
+
 }  // namespace morgana::ir

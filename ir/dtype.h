@@ -26,4 +26,9 @@ std::optional<DType> parse_dtype(std::string_view s);
 // Rounds a double to the nearest value representable in `t` (round to nearest even), as a device would store it.
 double round_to_dtype(double x, DType t);
 
+// The storage bits of `t` (IEEE binary16, bfloat16, binary32; little-endian in memory): encode rounds `x` to `t`
+// first (as round_to_dtype), decode is exact. For moving data to and from a device.
+void encode_element(double x, DType t, void* dst);
+double decode_element(const void* src, DType t);
+
 }  // namespace morgana::ir

@@ -201,3 +201,37 @@ TEST(Printer, NumbersRoundTripExactly) {
 
 }  // namespace
 }  // namespace morgana::ir
+
+namespace morgana::ir {
+namespace {
+
+// Every f16 and bf16 bit pattern survives decode -> encode (NaNs stay NaN), and encode rounds like round_to_dtype.
+TEST(DType, StorageBitsRoundTrip) {
+  for (DType t : {DType::f16, DType::bf16}) {
+    for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+      auto h = static_cast<uint16_t>(bits);
+      double x = decode_element(&h, t);
+      uint16_t back = 0;
+      encode_element(x, t, &back);
+      if (std::isnan(x)) {
+        EXPECT_TRUE(std::isnan(decode_element(&back, t)));
+      } else {
+        ASSERT_EQ(back, h) << dtype_name(t) << " bits " << bits;
+      }
+    }
+  }
+  uint16_t h = 0;
+  encode_element(1.0 + 0x1p-11, DType::f16, &h);  // a tie: rounds to even (1.0)
+  EXPECT_EQ(h, 0x3c00);
+  encode_element(70000.0, DType::f16, &h);
+  EXPECT_EQ(h, 0x7c00);
+  encode_element(-0x1p-24, DType::f16, &h);  // the smallest subnormal
+  EXPECT_EQ(h, 0x8001);
+  EXPECT_EQ(decode_element(&h, DType::f16), -0x1p-24);
+  float f = 0;
+  encode_element(0.1, DType::f32, &f);
+  EXPECT_EQ(f, 0.1f);
+}
+
+}  // namespace
+}  // namespace morgana::ir
