@@ -9,7 +9,7 @@
 
 #include "ir/diagnostic.h"
 
-namespace morgana::targets::cuda {
+namespace morgana::cuda {
 
 namespace {
 
@@ -206,4 +206,4 @@ NvrtcOutput nvrtc_compile(const NvrtcInput& in) {
   return out;
 }
 
-}  // namespace morgana::targets::cuda
+}  // namespace morgana::cuda

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace morgana::targets::cuda {
+namespace morgana::cuda {
 
 // A header the source may #include by `name`, handed to NVRTC from memory.
 struct SourceHeader {
@@ -43,4 +43,4 @@ std::string nvrtc_version(std::string* why = nullptr);
 bool is_cubin_arch(std::string_view arch);
 bool is_ptx_arch(std::string_view arch);
 
-}  // namespace morgana::targets::cuda
+}  // namespace morgana::cuda

@@ -8,7 +8,7 @@
 #include "ir/diagnostic.h"
 #include "targets/cuda/nvrtc.h"
 
-namespace morgana::targets::cuda {
+namespace morgana::cuda {
 namespace {
 
 // A kernel that uses an in-memory header, as generated code uses the device tile library.
@@ -88,4 +88,4 @@ TEST(Nvrtc, RejectsWhatIsNotAnArch) {
 }
 
 }  // namespace
-}  // namespace morgana::targets::cuda
+}  // namespace morgana::cuda
