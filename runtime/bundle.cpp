@@ -62,8 +62,8 @@ std::string hex(uint64_t v, int digits) {
   return buf;
 }
 
-// A string from the file made safe for a one-line message: printable ASCII kept, other bytes as \xNN, cut
-// after 64.
+}  // namespace
+
 std::string printable(std::string_view s) {
   std::string out;
   size_t n = std::min<size_t>(s.size(), 64);
@@ -80,6 +80,8 @@ std::string printable(std::string_view s) {
   if (s.size() > n) out += "...";
   return out;
 }
+
+namespace {
 
 uint32_t load_u32(const uint8_t* p) {
   return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
@@ -1024,11 +1026,13 @@ Result read_bundle_file(const std::string& path) {
   try {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
+      r.io_error = true;
       r.error = path + ": cannot open: " + errno_text(errno);
       return r;
     }
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      r.io_error = true;
       r.error = path + ": not a regular file";
       ::close(fd);
       return r;
@@ -1045,6 +1049,7 @@ Result read_bundle_file(const std::string& path) {
       ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
+        r.io_error = true;
         r.error = path + ": cannot read: " + errno_text(errno);
         ::close(fd);
         return r;

@@ -113,6 +113,7 @@ struct Bundle {
 struct Result {
   std::optional<Bundle> bundle;
   std::string error;
+  bool io_error = false;  // read_bundle_file could not read the file (rather than: the bytes are no bundle)
   bool ok() const { return bundle.has_value(); }
 };
 
@@ -129,6 +130,9 @@ uint64_t crc64(std::span<const uint8_t> bytes);
 // Returns the first broken rule, or nothing when the bundle is valid. read_bundle applies it to everything it
 // decodes.
 std::optional<std::string> validate(const Bundle& b);
+
+// `s` made safe for a one-line message: printable ASCII kept, other bytes as \xNN, cut after 64 bytes.
+std::string printable(std::string_view s);
 
 // "variant 2 (h200, cubin sm_90a)"
 std::string describe_variant(const Bundle& b, size_t index);
