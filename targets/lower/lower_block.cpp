@@ -28,9 +28,7 @@ enum Section : uint8_t { kPrologue, kBody, kEpilogue };
 class BlockLowering {
  public:
   explicit BlockLowering(const BlockSite& site)
-      : site_(site), g_(*site.body), names_(ir::printed_names(g_)), tile_(g_.num_tensors(), -1) {
-    for (const std::string& n : names_) used_.insert(n);
-  }
+      : site_(site), g_(*site.body), names_(ir::printed_names(g_)), tile_(g_.num_tensors(), -1) {}
 
   Kernel run() {
     const ir::BlockParams& p = g_.block_params();
@@ -110,9 +108,11 @@ class BlockLowering {
     return n;
   }
 
+  // A new tile, named after its value; names stay distinct (they become identifiers in generated code) even when
+  // a graph built in code repeats one.
   int new_tile(const std::string& name, ir::DType dtype, std::span<const int64_t> shape, const Origin& from) {
     Tile t;
-    t.name = name;
+    t.name = fresh(name);
     t.dtype = dtype;
     t.shape.assign(shape.begin(), shape.end());
     t.from = from;
@@ -215,7 +215,7 @@ class BlockLowering {
         s.a = in(0);
         if (n.op == OpCode::acc_rescale_sum) {
           s.b = in(1);
-          s.state = new_tile(fresh(names_[r] + "_max"), ir::DType::f32, g_.type(ops[1]).shape(), from);
+          s.state = new_tile(names_[r] + "_max", ir::DType::f32, g_.type(ops[1]).shape(), from);
         }
         stmts[kBody].push_back(std::move(s));
         return;
@@ -225,8 +225,8 @@ class BlockLowering {
         const ir::TensorType& t = g_.type(r);
         std::vector<int64_t> row(t.shape().begin(), t.shape().end());
         row[static_cast<size_t>(n.attrs.dim)] = 1;
-        int sq = new_tile(fresh(names_[r] + "_sq"), ir::DType::f32, t.shape(), from);
-        int rs = new_tile(fresh(names_[r] + "_rms"), ir::DType::f32, row, from);
+        int sq = new_tile(names_[r] + "_sq", ir::DType::f32, t.shape(), from);
+        int rs = new_tile(names_[r] + "_rms", ir::DType::f32, row, from);
         tile_[r] = new_tile(names_[r], ir::DType::f32, t.shape(), from);
         auto unary = [&](int dst, int a, OpCode op, double scalar) {
           Stmt u;

@@ -361,8 +361,8 @@ class Tiler {
           }
           std::vector<TensorId> args;
           for (uint32_t i : index) args.push_back(its[i]);
-          TensorId y = named(body, body.add1(op, args, a), "y");
-          add_save(body, named(body, body.add1(OpCode::acc_sum, {y}), "acc"), out, s);
+          TensorId z = named(body, body.add1(op, args, a), "z");
+          add_save(body, named(body, body.add1(OpCode::acc_sum, {z}), "acc"), out, s);
           return body;
         },
         stmt);
@@ -490,7 +490,7 @@ class Tiler {
           for (uint32_t i = 0; i < in.size(); ++i)
             its.push_back(named(body, add_iter(body, i, in[i], out, s, [](int d) { return d; }),
                                 std::string(1, static_cast<char>('x' + i))));
-          TensorId c = named(body, body.add1(OpCode::concat, {its[index[0]], its[index[1]]}, a), "y");
+          TensorId c = named(body, body.add1(OpCode::concat, {its[index[0]], its[index[1]]}, a), "z");
           add_save(body, named(body, body.add1(OpCode::acc_sum, {c}), "acc"), out, s);
           return body;
         },

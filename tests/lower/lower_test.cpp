@@ -145,6 +145,9 @@ TEST(Lower, TiledGraphsAreEquivalentToTheirPrograms) {
     for (const auto& [tiled, t] : distinct_tilings(tp.graph, targets)) {
       std::vector<ir::VerifyIssue> issues = ir::verify(tiled.graph);
       EXPECT_TRUE(issues.empty()) << ir::format_issue(tiled.graph, issues[0]) << "\n" << ir::print(tiled.graph);
+      // The tiled μGraph goes into bundles as text: it must parse back to itself.
+      std::string text = ir::print(tiled.graph);
+      EXPECT_EQ(ir::print(ir::parse_module(text, "tiled.mg")), text);
       verify::EquivalenceOptions o;
       o.full = true;
       o.trials = 2;
