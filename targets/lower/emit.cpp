@@ -114,9 +114,11 @@ class Emitter {
   std::string affine(const Affine& a) const {
     static const char* const kBlock[3] = {"bx", "by", "bz"};
     std::string s;
-    for (size_t g = 0; g < 3; ++g)
-      if (a.block[g]) s += (s.empty() ? "" : " + ") + std::string(kBlock[g]) + " * " + std::to_string(a.block[g]);
-    if (a.loop) s += (s.empty() ? "" : " + ") + std::string("it * ") + std::to_string(a.loop);
+    auto term = [&](const char* var, int64_t c) {
+      if (c) s += (s.empty() ? "" : " + ") + std::string(var) + (c == 1 ? "" : " * " + std::to_string(c));
+    };
+    for (size_t g = 0; g < 3; ++g) term(kBlock[g], a.block[g]);
+    term("it", a.loop);
     return s.empty() ? "0" : s;
   }
 

@@ -7,9 +7,16 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include <cmath>
+
 #include "ir/parser.h"
+#include "targets/lower/interpret.h"
 #include "targets/lower/kernel_ir.h"
 #include "targets/target.h"
+#include "verify/float_check.h"
+#include "verify/float_domain.h"
 
 namespace morgana::testing {
 
@@ -77,6 +84,32 @@ inline std::vector<double> from_memory(const std::vector<double>& mem, const low
     logical[static_cast<size_t>(e)] = mem[static_cast<size_t>(off)];
   }
   return logical;
+}
+
+// Runs `p` on the CPU executor with the reference interpreter's random inputs; returns the outputs in logical order.
+inline std::vector<std::vector<double>> run_on_cpu(const lower::LoweredProgram& p, const std::vector<verify::FloatArray>& in) {
+  std::vector<std::vector<double>> mem;
+  for (size_t i = 0; i < in.size(); ++i) mem.push_back(to_memory(in[i].data, p.params[i], lower::param_span(p.params[i])));
+  std::vector<std::vector<double>> out = lower::execute(p, mem);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = from_memory(out[i], p.params[in.size() + i]);
+  return out;
+}
+
+// The float check's tolerance (verify/float_check.h): |c - r| <= rtol*|r| + rtol*max|r| + floor.
+inline void expect_close(const std::vector<double>& got, const verify::FloatArray& want, const std::string& what) {
+  verify::Tolerance tol = verify::float_tolerance(want.type.dtype);
+  double scale = 0;
+  for (double r : want.data) scale = std::max(scale, std::fabs(r));
+  ASSERT_EQ(got.size(), want.data.size()) << what;
+  for (size_t e = 0; e < got.size(); ++e) {
+    double r = want.data[e], c = got[e];
+    double allowed = tol.rtol * std::fabs(r) + tol.rtol * scale + tol.floor;
+    if (!(std::fabs(c - r) <= allowed)) {
+      ADD_FAILURE() << what << " element " << want.type.index_str(static_cast<int64_t>(e)) << ": got " << c
+                    << ", reference " << r << " (allowed error " << allowed << ")";
+      return;
+    }
+  }
 }
 
 }  // namespace morgana::testing
