@@ -36,11 +36,17 @@ struct bf16 {
   unsigned short bits;
 };
 
+// f16 <-> f32 by PTX. MG_HOST_EMULATION is defined only by the test harness that compiles generated code for the
+// host (tests/targets/cuda/host_prelude.h), which supplies the two conversions instead.
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(f16 x) {
+#ifdef MG_HOST_EMULATION
+  return mg_host_f16_to_f32(x.bits);
+#else
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
   return f;
+#endif
 }
 __device__ __forceinline__ float to_f32(bf16 x) { return __uint_as_float(static_cast<unsigned>(x.bits) << 16); }
 
@@ -54,7 +60,11 @@ template <>
 struct FromF32<f16> {
   __device__ __forceinline__ static f16 cvt(float x) {
     f16 r;
+#ifdef MG_HOST_EMULATION
+    r.bits = mg_host_f32_to_f16(x);
+#else
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.bits) : "f"(x));
+#endif
     return r;
   }
 };
