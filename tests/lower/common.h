@@ -40,11 +40,13 @@ inline std::vector<fs::path> mg_files(const fs::path& dir, bool recursive) {
   return out;
 }
 
-// Every example spec and μGraph, the ragged specs of tests/lower/specs, and both programs of every true rewrite
-// of the verifier's catalogue (small user-written μGraphs with masks, to= reductions, online softmax).
+// Every example spec and μGraph, the ragged specs of tests/lower/specs and tests/gpu/specs, and both programs of
+// every true rewrite of the verifier's catalogue (small user-written μGraphs with masks, to= reductions, online
+// softmax).
 inline std::vector<TestProgram> test_programs() {
   std::vector<fs::path> files = mg_files("examples", true);
   for (const fs::path& f : mg_files("tests/lower/specs", false)) files.push_back(f);
+  for (const fs::path& f : mg_files("tests/gpu/specs", false)) files.push_back(f);
   for (const fs::path& f : mg_files("tests/verify/catalogue/true", false)) files.push_back(f);
   std::vector<TestProgram> out;
   for (const fs::path& f : files) {
