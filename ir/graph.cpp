@@ -167,6 +167,19 @@ void Graph::set_name(TensorId t, std::string n) {
   names_[t] = std::move(n);
 }
 
+SourceLoc Graph::loc(NodeId n) const {
+  if (n >= locs_.size() || locs_[n].first == 0) return {};
+  return {loc_file_, locs_[n].first, locs_[n].second};
+}
+
+void Graph::set_loc(NodeId n, const SourceLoc& loc) {
+  MG_CHECK(n < nodes_.size(), "set_loc on a node that does not exist");
+  if (!loc.known()) return;
+  loc_file_ = loc.file;
+  if (locs_.size() <= n) locs_.resize(n + 1);
+  locs_[n] = {loc.line, loc.column};
+}
+
 uint64_t Graph::hash() const {
   uint64_t h = hash_mix(level_, outputs_.size());
   if (is_block()) {
@@ -192,6 +205,7 @@ void Graph::truncate(size_t num_nodes) {
   operand_pool_.resize(keep_operands);
   bodies_.resize(keep_bodies);
   if (names_.size() > keep_tensors) names_.resize(keep_tensors);
+  if (locs_.size() > num_nodes) locs_.resize(num_nodes);
   std::erase_if(inputs_, [&](TensorId t) { return t >= keep_tensors; });
   // Outputs are the operands of output nodes (kernel level) or the results of save nodes (block level).
   outputs_.clear();

@@ -11,8 +11,10 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "ir/diagnostic.h"
 #include "ir/op_table.h"
 #include "ir/type.h"
 
@@ -118,6 +120,11 @@ class Graph {
   const std::string& name(TensorId t) const;
   void set_name(TensorId t, std::string n);
 
+  // Where a node was written, so that later stages (lowering, generated code) can point back at the source. The
+  // parser records it; nodes built in code have none (line 0). Side data like names: not hashed, not printed.
+  SourceLoc loc(NodeId n) const;
+  void set_loc(NodeId n, const SourceLoc& loc);
+
   // Structural hash of the whole graph (outputs in order, block headers, operand types). Graphs that print the
   // same hash the same.
   uint64_t hash() const;
@@ -137,6 +144,9 @@ class Graph {
   std::vector<TensorId> outputs_;
   std::vector<TensorId> inputs_;
   std::vector<std::string> names_;  // parallel to tensors_, may be shorter
+  // Source positions: one file per graph (a graph comes from one file), (line, column) per node; may be shorter.
+  std::string loc_file_;
+  std::vector<std::pair<uint32_t, uint32_t>> locs_;
   BlockParams params_;
   std::vector<TensorType> operand_types_;
   std::vector<Graph> bodies_;

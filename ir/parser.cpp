@@ -143,11 +143,13 @@ class Parser {
         expect(':', "after parameter '" + p.text + "'");
         TensorType t = type();
         define(scope, p, g.add_input(t, p.text));
+        g.set_loc(static_cast<NodeId>(g.nodes().size() - 1), loc(p));
       } while (accept(','));
     }
     expect(')', "to close the parameter list");
     const Token& open = expect('{', "to open the kernel body");
-    std::vector<SourceLoc> node_locs(g.nodes().size(), loc(name));
+    std::vector<SourceLoc> node_locs;
+    for (NodeId id = 0; id < g.nodes().size(); ++id) node_locs.push_back(g.loc(id));
     bool returned = false;
     while (!is_punct(peek(), '}')) {
       if (peek().kind == Tok::End)
@@ -169,6 +171,7 @@ class Parser {
     const Token& close = next();
     if (!returned) error(close, "kernel '" + name.text + "' has no 'return'");
     check_verified(g, node_locs, {});
+    record_locs(g, node_locs);
     return g;
   }
 
@@ -470,6 +473,7 @@ class Parser {
       block_statement(body, local, operand_index, body_locs);
     }
     check_verified(body, body_locs, loc(op_tok));
+    record_locs(body, body_locs);
     std::vector<TensorId> results;
     try {
       results = g.add_block(ops, std::move(body));
@@ -516,6 +520,12 @@ class Parser {
     locs.push_back(loc(op_tok));
     if (op == OpCode::save) return;
     bind(body, local, names, results, "'" + op_tok.text + "' has", "result");
+  }
+
+  // Keeps each node's source position in the graph, for the stages after parsing (lowering names the line a
+  // generated statement came from).
+  static void record_locs(Graph& g, const std::vector<SourceLoc>& locs) {
+    for (size_t i = 0; i < locs.size() && i < g.nodes().size(); ++i) g.set_loc(static_cast<NodeId>(i), locs[i]);
   }
 
   // Runs the structural verifier on a freshly parsed graph and reports the first issue at its node.

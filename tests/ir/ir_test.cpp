@@ -191,6 +191,32 @@ TEST(Parser, ErrorsCarryFileLineColumn) {
   }
 }
 
+TEST(Parser, RecordsWhereEachNodeWasWritten) {
+  Module m = parse_module(
+      "kernel k(X: f16[4,8]) {\n"
+      "  Y = block(X) grid=[2,1,1] {\n"
+      "    x = iter(X, imap=[0,-,-])\n"
+      "    a = acc_sum(x)\n"
+      "    save(a, omap=[0,-,-])\n"
+      "  }\n"
+      "  Z = exp(Y)\n"
+      "  return Z\n"
+      "}\n",
+      "k.mg");
+  const Graph& g = m.programs[0];
+  EXPECT_EQ(g.loc(0).str(), "k.mg:1:10");  // the parameter X
+  EXPECT_EQ(g.loc(1).str(), "k.mg:2:7");   // the block op
+  EXPECT_EQ(g.loc(2).str(), "k.mg:7:7");   // exp
+  EXPECT_EQ(g.loc(3).str(), "k.mg:8:10");  // return Z
+  const Graph& body = g.bodies()[0];
+  EXPECT_EQ(body.loc(0).str(), "k.mg:3:9");
+  EXPECT_EQ(body.loc(2).str(), "k.mg:5:5");
+  Graph copy = g;
+  copy.truncate(2);
+  EXPECT_FALSE(copy.loc(2).known());
+  EXPECT_FALSE(Graph().loc(0).known());
+}
+
 TEST(Printer, NumbersRoundTripExactly) {
   for (double v : {0.1, 1e-06, 0.000244140625, -3.5, 1.0 / 3.0, 6.02e23}) {
     std::string s = format_number(v);

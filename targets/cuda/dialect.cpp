@@ -1,0 +1,54 @@
+// The CUDA dialect table and the CUDA entry points of code generation (codegen.h).
+#include "ir/diagnostic.h"
+#include "targets/cuda/codegen.h"
+#include "targets/lower/lower.h"
+
+namespace morgana::cuda {
+
+namespace {
+
+void require_nvidia(const targets::Target& t) {
+  if (t.identity.vendor != "nvidia")
+    throw UserError("target '" + t.identity.name + "' is an " + t.identity.vendor +
+                    " GPU; CUDA code is generated for nvidia targets only");
+}
+
+}  // namespace
+
+const lower::Dialect& cuda_dialect() {
+  static const lower::Dialect kCuda = {
+      .language = "CUDA C++",
+      .extern_c = "extern \"C\"",
+      .kernel_qualifier = "__global__",
+      .launch_bounds = "__launch_bounds__({})",
+      .restrict_qualifier = "__restrict__",
+      .shared_declaration = "extern __shared__ __align__(16) unsigned char {}[];",
+      .block_index = {"blockIdx.x", "blockIdx.y", "blockIdx.z"},
+      .barrier = "__syncthreads();",
+      .byte_type = "unsigned char",
+      .index_type = "long long",
+      .storage_type = {"mg::f16", "mg::bf16", "float"},
+      .define = "#define {}",
+      .include = "#include \"{}\"",
+      .exp = "expf",
+      .sqrt = "sqrtf",
+      .rsqrt = "rsqrtf",
+      .erf = "erff",
+  };
+  return kCuda;
+}
+
+lower::LoweredProgram lower(const ir::Graph& g, const targets::Target& target) {
+  require_nvidia(target);
+  return lower::lower(g, target);
+}
+
+lower::GeneratedSource emit_cuda(const lower::LoweredProgram& p, const targets::Target& target) {
+  require_nvidia(target);
+  if (p.target != target.identity.name)
+    throw UserError("program '" + p.name + "' was lowered for target '" + p.target + "', not '" +
+                    target.identity.name + "'; lower it for the target it is emitted for");
+  return lower::emit(p, target, cuda_dialect(), cuda_device_headers());
+}
+
+}  // namespace morgana::cuda

@@ -1,0 +1,92 @@
+// Pass 5 of the lowering: barriers. Every statement is executed by all threads of the block, each thread taking
+// its own elements, so a statement that reads shared memory another statement wrote (or writes memory another one
+// read or wrote) since the last barrier must wait for it. Hazards are judged on the byte ranges the plan gave the
+// tiles, so space reuse is covered too. A statement's own reads and writes never conflict: a tile library takes
+// each element's inputs and writes it in the same thread (elementwise ops in place), or synchronises inside the
+// statement. A loop body that runs more than once ends with a barrier, so that the next iteration's loads cannot
+// overwrite tiles the last one still reads.
+#include <utility>
+
+#include "targets/lower/passes.h"
+
+namespace morgana::lower {
+
+namespace {
+
+using Range = std::pair<int64_t, int64_t>;  // [begin, end) bytes
+
+bool hits(const std::vector<Range>& set, const Range& r) {
+  for (const Range& s : set)
+    if (s.first < r.second && r.first < s.second) return true;
+  return false;
+}
+
+class Barriers {
+ public:
+  explicit Barriers(const Kernel& k) : k_(k) {}
+
+  void run(std::vector<Stmt>& stmts) {
+    std::vector<Stmt> out;
+    for (Stmt& s : stmts) {
+      if (s.kind == StmtKind::Barrier) {
+        clear();
+        out.push_back(std::move(s));
+        continue;
+      }
+      std::vector<Range> reads = ranges(stmt_reads(s)), writes = ranges(stmt_writes(s));
+      bool hazard = false;
+      for (const Range& r : reads) hazard = hazard || hits(written_, r);
+      for (const Range& w : writes) hazard = hazard || hits(written_, w) || hits(read_, w);
+      if (hazard) {
+        out.push_back(barrier(s.from));
+        clear();
+      }
+      read_.insert(read_.end(), reads.begin(), reads.end());
+      written_.insert(written_.end(), writes.begin(), writes.end());
+      out.push_back(std::move(s));
+    }
+    stmts = std::move(out);
+  }
+
+  static Stmt barrier(const Origin& from) {
+    Stmt b;
+    b.kind = StmtKind::Barrier;
+    b.from = from;
+    return b;
+  }
+
+  void clear() {
+    read_.clear();
+    written_.clear();
+  }
+
+ private:
+  std::vector<Range> ranges(const std::vector<int>& tiles) const {
+    std::vector<Range> r;
+    for (int t : tiles) {
+      const Tile& tile = k_.tiles[static_cast<size_t>(t)];
+      r.emplace_back(tile.offset, tile.offset + tile.bytes());
+    }
+    return r;
+  }
+
+  const Kernel& k_;
+  std::vector<Range> read_, written_;  // since the last barrier
+};
+
+}  // namespace
+
+void insert_barriers(Kernel& k) {
+  Barriers b(k);
+  // The body is judged with what the prologue left pending: a superset of what later iterations see (they start
+  // after the body's closing barrier), so its barriers serve every iteration.
+  b.run(k.prologue);
+  b.run(k.body);
+  if (k.loop > 1 && !k.body.empty()) {
+    k.body.push_back(Barriers::barrier(k.body.back().from));
+    b.clear();
+  }
+  b.run(k.epilogue);
+}
+
+}  // namespace morgana::lower

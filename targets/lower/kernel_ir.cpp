@@ -1,0 +1,149 @@
+#include "targets/lower/kernel_ir.h"
+
+#include "ir/printer.h"
+
+namespace morgana::lower {
+
+std::string Origin::str() const {
+  std::string s = "node '" + node + "'";
+  if (loc.known()) s += " (" + loc.str() + ")";
+  return s;
+}
+
+int64_t Tile::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t Tile::bytes() const { return numel() * ir::dtype_bytes(dtype); }
+
+std::string_view role_name(Role r) {
+  switch (r) {
+    case Role::input: return "input";
+    case Role::output: return "output";
+    case Role::workspace: return "workspace";
+  }
+  return "?";
+}
+
+std::string_view stmt_name(StmtKind k) {
+  switch (k) {
+    case StmtKind::Load: return "load";
+    case StmtKind::Store: return "store";
+    case StmtKind::Unary: return "unary";
+    case StmtKind::Binary: return "binary";
+    case StmtKind::Matmul: return "matmul";
+    case StmtKind::Reduce: return "reduce";
+    case StmtKind::Concat: return "concat";
+    case StmtKind::Accumulate: return "accumulate";
+    case StmtKind::Barrier: return "barrier";
+  }
+  return "?";
+}
+
+std::vector<int> stmt_reads(const Stmt& s) {
+  switch (s.kind) {
+    case StmtKind::Load:
+    case StmtKind::Barrier: return {};
+    case StmtKind::Store:
+    case StmtKind::Unary:
+    case StmtKind::Reduce: return {s.a};
+    case StmtKind::Binary:
+    case StmtKind::Concat: return {s.a, s.b};
+    case StmtKind::Matmul: return s.accumulate ? std::vector<int>{s.a, s.b, s.dst} : std::vector<int>{s.a, s.b};
+    case StmtKind::Accumulate:
+      return s.state >= 0 ? std::vector<int>{s.a, s.b, s.dst, s.state} : std::vector<int>{s.a, s.dst};
+  }
+  return {};
+}
+
+std::vector<int> stmt_writes(const Stmt& s) {
+  switch (s.kind) {
+    case StmtKind::Store:
+    case StmtKind::Barrier: return {};
+    case StmtKind::Accumulate: return s.state >= 0 ? std::vector<int>{s.dst, s.state} : std::vector<int>{s.dst};
+    default: return {s.dst};
+  }
+}
+
+namespace {
+
+std::string list(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string affine(const Affine& a) {
+  static const char* const kBlock[3] = {"bx", "by", "bz"};
+  std::string s;
+  for (int g = 0; g < 3; ++g)
+    if (a.block[static_cast<size_t>(g)])
+      s += (s.empty() ? "" : "+") + std::to_string(a.block[static_cast<size_t>(g)]) + "*" + kBlock[g];
+  if (a.loop) s += (s.empty() ? "" : "+") + std::to_string(a.loop) + "*it";
+  return s.empty() ? "0" : s;
+}
+
+std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
+  auto t = [&](int i) { return k.tiles[static_cast<size_t>(i)].name; };
+  auto at = [&]() {
+    std::string o;
+    for (size_t d = 0; d < s.origin.size(); ++d) o += (d ? ", " : "") + affine(s.origin[d]);
+    return p.tensors[static_cast<size_t>(s.tensor)].name + "[" + o + "]" +
+           (s.mask ? " mask " + std::to_string(s.mask) : "");
+  };
+  std::string op(ir::op_name(s.op));
+  switch (s.kind) {
+    case StmtKind::Load: return t(s.dst) + " = load " + at();
+    case StmtKind::Store: return "store " + at() + " = " + t(s.a);
+    case StmtKind::Unary:
+      return t(s.dst) + " = " + op + "(" + t(s.a) +
+             (s.op == ir::OpCode::mul_scalar || s.op == ir::OpCode::add_scalar ? ", " + ir::format_number(s.scalar)
+                                                                                  : "") +
+             ")";
+    case StmtKind::Binary: return t(s.dst) + " = " + op + "(" + t(s.a) + ", " + t(s.b) + ")";
+    case StmtKind::Matmul: return t(s.dst) + (s.accumulate ? " += " : " = ") + "matmul(" + t(s.a) + ", " + t(s.b) + ")";
+    case StmtKind::Reduce:
+      return t(s.dst) + " = " + op + "(" + t(s.a) + ", dim=" + std::to_string(s.dim) + ", to=" + std::to_string(s.to) +
+             ")";
+    case StmtKind::Concat: return t(s.dst) + " = concat(" + t(s.a) + ", " + t(s.b) + ", dim=" + std::to_string(s.dim) + ")";
+    case StmtKind::Accumulate:
+      return t(s.dst) + " = " + op + "(" + t(s.a) + (s.b >= 0 ? ", " + t(s.b) + ", max " + t(s.state) : "") + ")";
+    case StmtKind::Barrier: return "barrier";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string print(const LoweredProgram& p) {
+  std::string out = "program " + p.name + " for target " + p.target + "\n";
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    const Param& q = p.params[i];
+    out += "  param " + std::to_string(i) + " " + std::string(role_name(q.role)) + " " + q.name + " " +
+           std::string(ir::dtype_name(q.dtype)) + list(q.shape) + " strides " + list(q.strides) + "\n";
+  }
+  out += "  workspace " + std::to_string(p.workspace_bytes) + " bytes\n";
+  for (const GlobalTensor& t : p.tensors)
+    out += "  tensor " + t.name + " " + std::string(ir::dtype_name(t.dtype)) + list(t.shape) + " in " +
+           p.params[static_cast<size_t>(t.param)].name + (t.offset ? " + " + std::to_string(t.offset) : "") + "\n";
+  for (const Kernel& k : p.kernels) {
+    out += "kernel " + k.entry + " grid " + list({k.grid.begin(), k.grid.end()}) + " block " +
+           list({k.block.begin(), k.block.end()}) + " smem " + std::to_string(k.smem_bytes) + " loop " +
+           std::to_string(k.loop) + "  # " + k.from.str() + "\n";
+    for (const Tile& t : k.tiles)
+      out += "  tile " + t.name + " " + std::string(ir::dtype_name(t.dtype)) + list(t.shape) + " @" +
+             std::to_string(t.offset) + "\n";
+    const std::pair<const char*, const std::vector<Stmt>*> sections[] = {
+        {"prologue", &k.prologue}, {"body", &k.body}, {"epilogue", &k.epilogue}};
+    for (const auto& [name, stmts] : sections) {
+      if (stmts->empty()) continue;
+      out += "  " + std::string(name) + ":\n";
+      for (const Stmt& s : *stmts) out += "    " + stmt(p, k, s) + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace morgana::lower

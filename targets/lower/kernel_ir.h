@@ -1,0 +1,139 @@
+// The kernel IR: what lowering makes of a μGraph, and what every target's emitter renders (docs/lowering.md).
+//
+// A LoweredProgram is the list of GPU kernels one μGraph becomes, in execution order, with the parameter list every
+// kernel takes. Each kernel is one block op: a launch geometry and three straight-line statement lists (prologue,
+// a for-loop body run `loop` times, epilogue) over tiles, written against a small target-neutral tile API: load a
+// tile from a tensor, elementwise ops, tile matmul, row reduction, concat, accumulate, store, barrier. Tiles live
+// in the block's shared memory at offsets the shared-memory plan chose; tensors live in global memory in their IR
+// element type; arithmetic is f32. Every statement names the μGraph node it came from.
+//
+// Each statement is cooperative: all threads of the block execute it together (a target's tile library decides
+// which thread does what), and explicit Barrier statements order statements that touch the same shared memory.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/diagnostic.h"
+#include "ir/dtype.h"
+#include "ir/op_table.h"
+
+namespace morgana::lower {
+
+// The μGraph node a kernel or statement came from.
+struct Origin {
+  std::string node;  // the node's name: "p" in a user's block graph, "A" for a predefined op the lowering tiled
+  std::string text;  // the statement it stands for, for comments: "p = matmul(x, w)"
+  SourceLoc loc;
+  // "node 'p' (spec.mg:12:5)", or "node 'p'" when the position is unknown.
+  std::string str() const;
+};
+
+// Kernel parameters, in the order every kernel of a program takes them (the parameter contract): the program's
+// inputs, then its outputs in return order, then one workspace buffer when workspace_bytes > 0.
+enum class Role : uint8_t { input, output, workspace };
+struct Param {
+  std::string name;  // an identifier, distinct within the program
+  Role role = Role::input;
+  ir::DType dtype = ir::DType::f32;  // the workspace is raw bytes; it is described as f32[workspace_bytes / 4]
+  std::vector<int64_t> shape, strides;  // strides in elements
+};
+
+// A kernel-level tensor in global memory: a parameter, or a region of the workspace.
+struct GlobalTensor {
+  std::string name;
+  ir::DType dtype = ir::DType::f32;
+  std::vector<int64_t> shape, strides;  // strides in elements
+  int param = -1;                       // index into LoweredProgram::params
+  int64_t offset = 0;                   // bytes from the parameter's start (workspace regions)
+};
+
+enum class Space : uint8_t {
+  shared,  // the block's dynamic shared memory (every tile, for now; level-3 register tiles come later)
+};
+
+// A dense row-major array the block works on.
+struct Tile {
+  std::string name;                 // an identifier, distinct within the kernel
+  ir::DType dtype = ir::DType::f32;  // a loaded tile keeps its tensor's type; computed tiles are f32
+  std::vector<int64_t> shape;
+  Space space = Space::shared;
+  int64_t offset = 0;  // bytes from the start of the block's shared memory (set by the shared-memory plan)
+  Origin from;
+
+  int64_t numel() const;
+  int64_t bytes() const;
+};
+
+// A position along one dim of a tensor, as a function of the block index and the for-loop iteration:
+// block[0]*bx + block[1]*by + block[2]*bz + loop*it.
+struct Affine {
+  std::array<int64_t, 3> block{};
+  int64_t loop = 0;
+  bool operator==(const Affine&) const = default;
+};
+
+enum class StmtKind : uint8_t {
+  Load,        // dst[i] = tensor[origin + i] where inside the tensor along the masked dims, else pad
+  Store,       // tensor[origin + i] = a[i], converted to the tensor's type, where inside along the masked dims
+  Unary,       // dst = op(a), elementwise; `scalar` for mul_scalar/add_scalar
+  Binary,      // dst = op(a, b), elementwise, numpy broadcasting (shapes aligned at the last dim)
+  Matmul,      // dst = a·b (batched over the leading dims, which broadcast); with `accumulate`, dst += a·b after
+               // the first iteration
+  Reduce,      // dst = reduce_sum/reduce_max of a over `dim`, to `to` groups (docs/spec-language.md)
+  Concat,      // dst = a ‖ b along `dim`
+  Accumulate,  // first iteration: dst = a (and state = b); after: acc_sum dst += a, acc_max dst = max(dst, a),
+               // acc_rescale_sum M' = max(state, b), dst = dst*exp(state - M') + a*exp(b - M'), state = M'
+  Barrier,     // every thread of the block arrives before any continues
+};
+
+struct Stmt {
+  StmtKind kind = StmtKind::Barrier;
+  ir::OpCode op = ir::OpCode::input;  // Unary/Binary: the op; Reduce: reduce_sum|reduce_max; Accumulate: acc_*
+  int dst = -1;                       // tile written (all but Store and Barrier)
+  int a = -1, b = -1;                 // tiles read (Store: a is stored; Accumulate: a = x, b = m)
+  int state = -1;                     // Accumulate acc_rescale_sum: the running max, shaped like b
+  int tensor = -1;                    // Load/Store: index into LoweredProgram::tensors
+  std::vector<Affine> origin;         // Load/Store: one per dim of the tensor
+  uint32_t mask = 0;                  // Load/Store: bit d set when dim d needs a bounds check
+  double pad = 0;                     // Load: value read outside the tensor (the IR's masked reads are 0)
+  int dim = 0;                        // Reduce, Concat: the dim of the tiles
+  int64_t to = 1;                     // Reduce
+  double scalar = 0;                  // Unary mul_scalar, add_scalar
+  bool accumulate = false;            // Matmul
+  Origin from;
+};
+
+struct Kernel {
+  std::string entry;  // the entry symbol: an identifier, unique in the program
+  std::array<int64_t, 3> grid{1, 1, 1};
+  std::array<int64_t, 3> block{1, 1, 1};  // threads per block (x only, for now)
+  int64_t smem_bytes = 0;                 // dynamic shared memory per block
+  int64_t loop = 1;                       // trip count of the body
+  std::vector<Tile> tiles;
+  std::vector<Stmt> prologue, body, epilogue;  // body runs for it = 0 .. loop-1
+  Origin from;                                 // the block op
+};
+
+struct LoweredProgram {
+  std::string name;    // the kernel graph's name
+  std::string target;  // the target file's name
+  std::vector<Param> params;
+  int64_t workspace_bytes = 0;
+  std::vector<GlobalTensor> tensors;
+  std::vector<Kernel> kernels;  // in execution order
+  std::string mugraph;          // the μGraph that was lowered (every op a block op), printed
+};
+
+std::string_view role_name(Role r);
+std::string_view stmt_name(StmtKind k);
+// Tiles a statement reads and writes (barriers none).
+std::vector<int> stmt_reads(const Stmt& s);
+std::vector<int> stmt_writes(const Stmt& s);
+
+// A readable dump of the kernel IR, for debugging and --dump-after.
+std::string print(const LoweredProgram& p);
+
+}  // namespace morgana::lower

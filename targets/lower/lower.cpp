@@ -1,0 +1,113 @@
+// The lowering pipeline (lower.h) and the program's layout: parameters (the contract every kernel follows),
+// where each kernel-level tensor lives, and the kernels' entry symbols.
+#include "targets/lower/lower.h"
+
+#include <unordered_set>
+
+#include "ir/printer.h"
+#include "ir/verify.h"
+#include "targets/lower/passes.h"
+
+namespace morgana::lower {
+
+namespace {
+
+// Intermediate tensors start at multiples of 256 bytes in the workspace, the alignment CUDA and HIP give every
+// allocation, so a kernel sees the same alignment whether a tensor is a parameter or a workspace region.
+constexpr int64_t kWorkspaceAlign = 256;
+
+int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+std::vector<int64_t> dims(const ir::TensorType& t) { return {t.shape().begin(), t.shape().end()}; }
+std::vector<int64_t> strides(const ir::TensorType& t) {
+  return {t.strides.begin(), t.strides.begin() + t.rank};
+}
+
+}  // namespace
+
+LoweredProgram lower(const ir::Graph& g, const targets::Target& target) {
+  ir::verify_or_throw(g);
+  TiledGraph tiled = tile_kernel_ops(g, target);
+  std::vector<ir::VerifyIssue> issues = ir::verify(tiled.graph);
+  MG_CHECK(issues.empty(), "tile_kernel_ops made an invalid graph: " +
+                               (issues.empty() ? std::string() : ir::format_issue(tiled.graph, issues[0])));
+  return lower_tiled(tiled, target);
+}
+
+LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& target) {
+  const ir::Graph& g = tiled.graph;
+  std::vector<std::string> names = ir::printed_names(g);
+  LoweredProgram p;
+  p.name = g.name();
+  p.target = target.identity.name;
+  p.mugraph = ir::print(g);
+
+  std::vector<int> tensor_of(g.num_tensors(), -1);
+  std::unordered_set<std::string> param_names;
+  auto add_param = [&](ir::TensorId t, Role role) {
+    MG_CHECK(tensor_of[t] < 0, "a tensor is two parameters; tile_kernel_ops copies such outputs");
+    const ir::TensorType& type = g.type(t);
+    p.params.push_back({names[t], role, type.dtype, dims(type), strides(type)});
+    param_names.insert(names[t]);
+    tensor_of[t] = static_cast<int>(p.tensors.size());
+    p.tensors.push_back({names[t], type.dtype, dims(type), strides(type), static_cast<int>(p.params.size() - 1), 0});
+  };
+  for (ir::TensorId t : g.inputs()) add_param(t, Role::input);
+  for (ir::TensorId t : g.outputs()) add_param(t, Role::output);
+
+  // Every other tensor a kernel makes lives in the workspace, each in its own aligned region.
+  std::vector<size_t> in_workspace;
+  for (const ir::Node& n : g.nodes()) {
+    if (n.op != ir::OpCode::block) continue;
+    for (int i = 0; i < n.num_results; ++i) {
+      ir::TensorId t = g.result(n, i);
+      if (tensor_of[t] >= 0) continue;
+      const ir::TensorType& type = g.type(t);
+      int64_t offset = align_up(p.workspace_bytes, kWorkspaceAlign);
+      p.workspace_bytes = offset + type.numel() * ir::dtype_bytes(type.dtype);
+      tensor_of[t] = static_cast<int>(p.tensors.size());
+      in_workspace.push_back(p.tensors.size());
+      p.tensors.push_back({names[t], type.dtype, dims(type), strides(type), -1, offset});
+    }
+  }
+  if (p.workspace_bytes > 0) {
+    p.workspace_bytes = align_up(p.workspace_bytes, kWorkspaceAlign);
+    std::string name = "workspace";
+    for (int i = 2; param_names.count(name); ++i) name = "workspace" + std::to_string(i);
+    p.params.push_back({name, Role::workspace, ir::DType::f32, {p.workspace_bytes / 4}, {1}});
+    for (size_t t : in_workspace) p.tensors[t].param = static_cast<int>(p.params.size() - 1);
+  }
+
+  for (ir::NodeId id = 0; id < g.nodes().size(); ++id) {
+    const ir::Node& n = g.node(id);
+    if (n.op != ir::OpCode::block) continue;
+    const ir::Graph& body = g.body(n);
+    BlockSite site;
+    site.body = &body;
+    std::string results;
+    for (int i = 0; i < n.num_results; ++i) {
+      site.result_tensors.push_back(tensor_of[g.result(n, i)]);
+      results += (i ? "," : "") + names[g.result(n, i)];
+    }
+    for (ir::TensorId t : g.operands(n)) {
+      site.operand_tensors.push_back(tensor_of[t]);
+      site.operand_names.push_back(names[t]);
+    }
+    const std::string& made_from = id < tiled.made_from.size() ? tiled.made_from[id] : std::string();
+    site.made_by_lowering = !made_from.empty();
+    site.from = {results, made_from.empty() ? ir::print_node(g, n, names) : made_from, g.loc(id)};
+    if (body.block_params().threads > target.execution.max_threads_per_block)
+      throw UserError("block op '" + results + "': threads=" + std::to_string(body.block_params().threads) +
+                          " exceeds the " + std::to_string(target.execution.max_threads_per_block) +
+                          " threads per block of target '" + target.identity.name + "'",
+                      site.from.loc);
+    Kernel k = lower_block(site);
+    plan_shared_memory(k, target);
+    insert_barriers(k);
+    k.entry = p.name + "_k" + std::to_string(p.kernels.size()) + "_" + names[g.result(n)];
+    p.kernels.push_back(std::move(k));
+  }
+  return p;
+}
+
+}  // namespace morgana::lower

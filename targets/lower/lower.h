@@ -1,0 +1,46 @@
+// Target-neutral lowering of a μGraph to the kernel IR (targets/lower/kernel_ir.h). The pipeline, one pass each
+// (docs/lowering.md):
+//   1. ir::verify_or_throw                  the input is a valid kernel graph
+//   2. tile_kernel_ops                      every predefined kernel-level op becomes an equivalent block op, with
+//                                           a default tiling chosen from the target; outputs that are inputs or
+//                                           returned twice get a copy
+//   3. lower_block (per block op)           block graph -> one kernel: sections, tiles, statements
+//   4. plan_shared_memory (per kernel)      tile offsets; a block op whose tiles do not fit is a UserError
+//   5. insert_barriers (per kernel)         barriers between statements that share shared memory
+// then the program's parameters, workspace layout and entry symbols.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "targets/lower/kernel_ir.h"
+#include "targets/target.h"
+
+namespace morgana::lower {
+
+// Lowers `g` for `target`. Throws morgana::UserError when the graph is invalid or does not fit the target (tiles
+// beyond shared memory, too many threads), naming the block op and its source position.
+LoweredProgram lower(const ir::Graph& g, const targets::Target& target);
+
+// The result of pass 2: a kernel graph whose ops are all block ops (besides inputs and outputs).
+struct TiledGraph {
+  ir::Graph graph;
+  // Per node of `graph`: the statement of the predefined op it was made from ("A = matmul(Q, K)"), or empty for
+  // a block op the user wrote.
+  std::vector<std::string> made_from;
+};
+
+// Pass 2 on its own, for tests (the result is equivalent to `g`) and --dump-after.
+TiledGraph tile_kernel_ops(const ir::Graph& g, const targets::Target& target);
+
+// Passes 3-5 and the program layout, on the output of pass 2.
+LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& target);
+
+// The threads per block the default tilings use: four warps (waves), within the target's limit.
+int64_t default_threads(const targets::Target& target);
+
+// The most dynamic shared memory a block may use on `target`: the opt-in limit less the per-block reservation.
+int64_t shared_memory_limit(const targets::Target& target);
+
+}  // namespace morgana::lower

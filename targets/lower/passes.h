@@ -1,0 +1,42 @@
+// The passes behind lower.h, each in its own file. Internal to targets/lower.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "targets/lower/kernel_ir.h"
+#include "targets/target.h"
+
+namespace morgana::lower {
+
+// A block op as lower_block sees it: its body, where its operands and results live, and where it came from.
+struct BlockSite {
+  const ir::Graph* body = nullptr;
+  std::vector<int> operand_tensors;  // LoweredProgram::tensors index of each block operand
+  std::vector<int> result_tensors;   // ... of each result (save), in order
+  std::vector<std::string> operand_names;  // the operands' names in the kernel graph, for printed statements
+  Origin from;            // the block op
+  bool made_by_lowering;  // a predefined op tiled by tile_kernel_ops: statements are attributed to `from`
+};
+
+// Pass 3: one kernel per block op: sections (prologue, loop body, epilogue), one tile per block-level value
+// (accumulators of a one-iteration loop and a matmul feeding only an acc_sum share their operand's tile),
+// statements in node order with each load placed just before its first use. Offsets and barriers come later.
+Kernel lower_block(const BlockSite& site);
+
+// Pass 4, first half: liveness-based shared-memory offsets (a tile may reuse the space of tiles that are dead, an
+// elementwise op may write over an operand that dies there); returns the bytes the block needs.
+int64_t assign_offsets(Kernel& k);
+
+// Pass 4: assign_offsets, then a UserError naming the block op when the bytes exceed the target's limit.
+void plan_shared_memory(Kernel& k, const targets::Target& target);
+
+// Pass 5: a barrier before each statement that reads shared memory written, or writes shared memory touched, since
+// the last barrier, and at the end of a loop body that runs more than once.
+void insert_barriers(Kernel& k);
+
+// Shared memory a block graph needs once lowered (passes 3 and 4), for the tiling pass's fit test.
+int64_t block_smem_bytes(const ir::Graph& body);
+
+}  // namespace morgana::lower

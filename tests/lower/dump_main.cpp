@@ -1,0 +1,31 @@
+// Developer tool (not a test): lowers a spec file for a target and prints the tiled μGraph and the kernel IR, or
+// with a third argument `cuda`, the generated CUDA source.
+#include <iostream>
+
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "targets/cuda/codegen.h"
+#include "targets/lower/lower.h"
+
+int main(int argc, char** argv) {
+  using namespace morgana;
+  if (argc < 3) {
+    std::cerr << "usage: lower_dump FILE.mg TARGET.toml [cuda]\n";
+    return 2;
+  }
+  try {
+    targets::Target t = targets::load_target(argv[2]);
+    for (const ir::Graph& g : ir::parse_file(argv[1]).programs) {
+      if (argc > 3) {
+        std::cout << cuda::emit_cuda(cuda::lower(g, t), t).text;
+        continue;
+      }
+      lower::TiledGraph tiled = lower::tile_kernel_ops(g, t);
+      std::cout << ir::print(tiled.graph) << "\n";
+      std::cout << lower::print(lower::lower(g, t)) << "\n";
+    }
+  } catch (const UserError& e) {
+    std::cerr << e.render() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,191 @@
+// Tests of the target-neutral lowering (targets/lower), run from the source root, over every example spec and
+// μGraph, the ragged specs in tests/lower/specs and the verifier catalogue's true rewrites, for every CUDA target:
+//   - lowering succeeds, or fails with exactly the diagnostic in tests/golden/lower/cuda_infeasible.txt (μGraphs
+//     whose tiles cannot fit a target's shared memory), and the program keeps the parameter contract;
+//   - the tiled graph (every predefined op made a block op) passes the structural verifier and is equivalent to
+//     the program (verify::equivalent, full mode);
+//   - the lowered program, run by the CPU executor of the kernel IR (which also checks barriers, the
+//     shared-memory plan and bounds), matches the float reference interpreter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <regex>
+#include <set>
+#include <unordered_set>
+
+#include "ir/printer.h"
+#include "ir/verify.h"
+#include "targets/lower/interpret.h"
+#include "targets/lower/lower.h"
+#include "tests/common/golden.h"
+#include "tests/lower/common.h"
+#include "verify/equivalence.h"
+#include "verify/float_check.h"
+#include "verify/float_domain.h"
+
+namespace morgana::testing {
+namespace {
+
+bool identifier(const std::string& s) { return std::regex_match(s, std::regex("[A-Za-z_][A-Za-z0-9_]*")); }
+
+// What the runtime relies on: the parameter order and names, entry symbols, launch limits, and a shared-memory
+// plan whose tiles lie inside the kernel's allocation.
+void check_contract(const lower::LoweredProgram& p, const ir::Graph& g, const targets::Target& t) {
+  ASSERT_EQ(p.name, g.name());
+  size_t n_in = g.inputs().size(), n_out = g.outputs().size();
+  ASSERT_EQ(p.params.size(), n_in + n_out + (p.workspace_bytes > 0 ? 1 : 0));
+  std::unordered_set<std::string> names, entries;
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    const lower::Param& q = p.params[i];
+    lower::Role want = i < n_in ? lower::Role::input : i < n_in + n_out ? lower::Role::output : lower::Role::workspace;
+    EXPECT_EQ(q.role, want) << q.name;
+    EXPECT_TRUE(identifier(q.name)) << q.name;
+    EXPECT_TRUE(names.insert(q.name).second) << "parameter name twice: " << q.name;
+    if (i < n_in + n_out) {
+      const ir::TensorType& type = g.type(i < n_in ? g.inputs()[i] : g.outputs()[i - n_in]);
+      EXPECT_EQ(q.dtype, type.dtype);
+      EXPECT_EQ(q.shape, std::vector<int64_t>(type.shape().begin(), type.shape().end()));
+    }
+  }
+  EXPECT_EQ(p.workspace_bytes % 256, 0);
+  for (const lower::GlobalTensor& gt : p.tensors) {
+    EXPECT_EQ(gt.offset % 256, 0) << gt.name;
+    if (p.params[static_cast<size_t>(gt.param)].role == lower::Role::workspace) {
+      int64_t bytes = ir::dtype_bytes(gt.dtype);
+      for (int64_t d : gt.shape) bytes *= d;
+      EXPECT_LE(gt.offset + bytes, p.workspace_bytes) << gt.name;
+    }
+  }
+  for (const lower::Kernel& k : p.kernels) {
+    EXPECT_TRUE(identifier(k.entry)) << k.entry;
+    EXPECT_TRUE(entries.insert(k.entry).second) << "entry twice: " << k.entry;
+    EXPECT_LE(k.block[0] * k.block[1] * k.block[2], t.execution.max_threads_per_block) << k.entry;
+    EXPECT_LE(k.smem_bytes, lower::shared_memory_limit(t)) << k.entry;
+    for (int64_t d : k.grid) EXPECT_GE(d, 1);
+    for (const lower::Tile& tile : k.tiles) {
+      EXPECT_EQ(tile.offset % 16, 0) << k.entry << " " << tile.name;
+      EXPECT_LE(tile.offset + tile.bytes(), k.smem_bytes) << k.entry << " " << tile.name;
+    }
+  }
+}
+
+TEST(Lower, EveryProgramLowersOnEveryCudaTarget) {
+  std::vector<targets::Target> targets = cuda_targets();
+  ASSERT_EQ(targets.size(), 4u);
+  std::string failures;
+  int lowered = 0;
+  for (const TestProgram& tp : test_programs())
+    for (const targets::Target& t : targets) {
+      SCOPED_TRACE(tp.id + " on " + t.identity.name);
+      try {
+        lower::LoweredProgram p = lower::lower(tp.graph, t);
+        check_contract(p, tp.graph, t);
+        ++lowered;
+      } catch (const UserError& e) {
+        failures += t.identity.name + " " + tp.id + ": " + e.render() + "\n";
+      }
+    }
+  EXPECT_GE(lowered, 200);
+  expect_golden("tests/golden/lower/cuda_infeasible.txt", failures);
+}
+
+// The distinct tilings the CUDA targets give a program (their default shared memory and warp size agree, so
+// usually one), each with a target that produced it.
+std::vector<std::pair<lower::TiledGraph, const targets::Target*>> distinct_tilings(
+    const ir::Graph& g, const std::vector<targets::Target>& targets) {
+  std::vector<std::pair<lower::TiledGraph, const targets::Target*>> out;
+  std::set<std::string> seen;
+  for (const targets::Target& t : targets) {
+    lower::TiledGraph tiled = lower::tile_kernel_ops(g, t);
+    if (seen.insert(ir::print(tiled.graph)).second) out.emplace_back(std::move(tiled), &t);
+  }
+  return out;
+}
+
+// Element operations (a multiply-add counts one) the reference interpreter spends on a graph, roughly: what a
+// full equivalence check or a CPU run costs.
+double work(const ir::Graph& g) {
+  double reps = 1;
+  if (g.is_block()) {
+    const ir::BlockParams& p = g.block_params();
+    reps = static_cast<double>(p.grid[0] * p.grid[1] * p.grid[2] * p.loop);
+  }
+  double w = 0;
+  for (const ir::Node& n : g.nodes()) {
+    if (n.op == ir::OpCode::block) {
+      w += work(g.body(n));
+      continue;
+    }
+    if (n.num_results == 0 || n.op == ir::OpCode::input) continue;
+    double out = static_cast<double>(g.type(g.result(n)).numel());
+    if (n.op == ir::OpCode::matmul) {
+      const ir::TensorType& a = g.type(g.operands(n)[0]);
+      out *= static_cast<double>(a.dim(a.rank - 1));
+    }
+    w += out * reps;
+  }
+  return w;
+}
+
+// Programs above this much work (the attention, MLP and RMSNorm+Linear examples at full size) take seconds to
+// minutes to check on a CPU; they run when MORGANA_TEST_LARGE=1 (meson test --setup large).
+constexpr double kLargeWork = 2e7;
+bool large_enabled() {
+  const char* v = std::getenv("MORGANA_TEST_LARGE");
+  return v && std::string(v) == "1";
+}
+
+TEST(Lower, TiledGraphsAreEquivalentToTheirPrograms) {
+  std::vector<targets::Target> targets = cuda_targets();
+  int checked = 0;
+  for (const TestProgram& tp : test_programs()) {
+    SCOPED_TRACE(tp.id);
+    if (work(tp.graph) > kLargeWork && !large_enabled()) continue;
+    for (const auto& [tiled, t] : distinct_tilings(tp.graph, targets)) {
+      std::vector<ir::VerifyIssue> issues = ir::verify(tiled.graph);
+      EXPECT_TRUE(issues.empty()) << ir::format_issue(tiled.graph, issues[0]) << "\n" << ir::print(tiled.graph);
+      // The tiled μGraph goes into bundles as text: it must parse back to itself.
+      std::string text = ir::print(tiled.graph);
+      EXPECT_EQ(ir::print(ir::parse_module(text, "tiled.mg")), text);
+      verify::EquivalenceOptions o;
+      o.full = true;
+      o.trials = 2;
+      verify::Verdict v = verify::equivalent(tp.graph, tiled.graph, o);
+      EXPECT_TRUE(v.equivalent()) << "tiling for " << t->identity.name << ": " << v.str() << "\n"
+                                  << ir::print(tiled.graph);
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 30);
+}
+
+TEST(Lower, CpuExecutionMatchesTheFloatReference) {
+  std::vector<targets::Target> targets = cuda_targets();
+  int runs = 0;
+  for (const TestProgram& tp : test_programs()) {
+    if (work(tp.graph) > kLargeWork && !large_enabled()) continue;
+    std::vector<verify::FloatArray> in = verify::random_inputs(tp.graph, 7);
+    std::vector<verify::FloatArray> want = verify::eval_float(tp.graph, in);
+    std::set<std::string> seen;
+    for (const targets::Target& t : targets) {
+      SCOPED_TRACE(tp.id + " on " + t.identity.name);
+      lower::LoweredProgram p;
+      try {
+        p = lower::lower(tp.graph, t);
+      } catch (const UserError&) {
+        continue;  // infeasible on this target: the golden list above
+      }
+      std::string text = lower::print(p);
+      if (!seen.insert(text.substr(text.find('\n'))).second) continue;  // same kernels as another target's
+      std::vector<std::vector<double>> got = run_on_cpu(p, in);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], "output " + std::to_string(i));
+      ++runs;
+    }
+  }
+  EXPECT_GE(runs, 30);
+}
+
+}  // namespace
+}  // namespace morgana::testing

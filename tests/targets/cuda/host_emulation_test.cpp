@@ -1,0 +1,172 @@
+// The generated CUDA computes the right numbers: each small test program is lowered for a CUDA target, emitted,
+// compiled for the host together with the real tile library (tests/targets/cuda/host_prelude.h maps the CUDA
+// keywords to host C++ and runs each block's threads as OS threads with a real barrier), run, and compared with the
+// reference interpreter. It checks what the NVRTC test cannot: the tile library's index arithmetic, broadcasting,
+// type conversions and accumulators, and the emitter's arguments, on three threads per block (so every thread
+// strides over elements and the library's own barriers matter). Needs MORGANA_HOST_CXX (meson sets it to the
+// build's C++ compiler); skipped without it.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+
+#include "targets/cuda/codegen.h"
+#include "tests/common/golden.h"
+#include "tests/lower/common.h"
+
+namespace morgana::testing {
+namespace {
+
+// Threads per emulated block: few enough to be quick, odd so that no tile size is a multiple of it.
+constexpr unsigned kThreads = 3;
+
+int64_t elements(const ir::Graph& g) {
+  int64_t n = 0;
+  for (size_t i = 0; i < g.num_tensors(); ++i) n += g.type(static_cast<ir::TensorId>(i)).numel();
+  return n;
+}
+
+double load_value(const unsigned char* p, ir::DType t) {
+  uint16_t h;
+  switch (t) {
+    case ir::DType::f32: return std::bit_cast<float>(*reinterpret_cast<const uint32_t*>(p));
+    case ir::DType::f16: std::memcpy(&h, p, 2); return static_cast<double>(std::bit_cast<_Float16>(h));
+    case ir::DType::bf16: std::memcpy(&h, p, 2); return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+  }
+  return 0;
+}
+
+// Inputs are exactly representable in their type, so bf16 is the upper half of the f32 bits.
+void store_value(unsigned char* p, ir::DType t, double v) {
+  float f = static_cast<float>(v);
+  uint16_t h;
+  switch (t) {
+    case ir::DType::f32: std::memcpy(p, &f, 4); return;
+    case ir::DType::f16: h = std::bit_cast<uint16_t>(static_cast<_Float16>(f)); std::memcpy(p, &h, 2); return;
+    case ir::DType::bf16: h = static_cast<uint16_t>(std::bit_cast<uint32_t>(f) >> 16); std::memcpy(p, &h, 2); return;
+  }
+}
+
+// extern "C" mg_run_<entry>(args, gx, gy, gz, threads): launches one kernel with its parameters from `args`.
+std::string runners(const lower::LoweredProgram& p) {
+  const lower::Dialect& d = cuda::cuda_dialect();
+  std::string out;
+  for (const lower::Kernel& k : p.kernels) {
+    std::string args;
+    for (size_t i = 0; i < p.params.size(); ++i) {
+      const lower::Param& q = p.params[i];
+      std::string type = q.role == lower::Role::workspace ? std::string(d.byte_type)
+                                                          : std::string(d.storage_type[static_cast<size_t>(q.dtype)]);
+      args += std::string(i ? ", " : "") + "(" + (q.role == lower::Role::input ? "const " : "") + type + "*)a[" +
+              std::to_string(i) + "]";
+    }
+    out += "extern \"C\" void mg_run_" + k.entry +
+           "(void** a, long gx, long gy, long gz, unsigned threads) {\n"
+           "  mg_host::launch(gx, gy, gz, threads, [&] { " + k.entry + "(" + args + "); });\n}\n";
+  }
+  return out;
+}
+
+class Library {
+ public:
+  explicit Library(const std::string& path) : h_(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {}
+  ~Library() {
+    if (h_) dlclose(h_);
+  }
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+  void* get(const std::string& name) const { return h_ ? dlsym(h_, name.c_str()) : nullptr; }
+  bool ok() const { return h_ != nullptr; }
+
+ private:
+  void* h_;
+};
+
+using Run = void (*)(void**, long, long, long, unsigned);
+
+void run_and_compare(const Library& lib, const lower::LoweredProgram& p, const ir::Graph& g) {
+  std::vector<verify::FloatArray> in = verify::random_inputs(g, 11);
+  std::vector<verify::FloatArray> want = verify::eval_float(g, in);
+  std::vector<std::vector<unsigned char>> buffers;
+  std::vector<void*> args;
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    const lower::Param& q = p.params[i];
+    int64_t es = ir::dtype_bytes(q.dtype);
+    int64_t bytes = q.role == lower::Role::workspace ? p.workspace_bytes : lower::param_span(q) * es;
+    buffers.emplace_back(static_cast<size_t>(bytes), 0xff);
+    if (q.role == lower::Role::input) {
+      std::vector<double> mem = to_memory(in[i].data, q, lower::param_span(q));
+      for (size_t e = 0; e < mem.size(); ++e) store_value(buffers.back().data() + e * static_cast<size_t>(es), q.dtype, mem[e]);
+    }
+  }
+  for (auto& b : buffers) args.push_back(b.data());
+  for (const lower::Kernel& k : p.kernels) {
+    auto run = reinterpret_cast<Run>(lib.get("mg_run_" + k.entry));
+    ASSERT_NE(run, nullptr) << k.entry;
+    run(args.data(), k.grid[0], k.grid[1], k.grid[2], kThreads);
+  }
+  size_t out = 0;
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    const lower::Param& q = p.params[i];
+    if (q.role != lower::Role::output) continue;
+    std::vector<double> mem(static_cast<size_t>(lower::param_span(q)));
+    for (size_t e = 0; e < mem.size(); ++e)
+      mem[e] = load_value(buffers[i].data() + e * static_cast<size_t>(ir::dtype_bytes(q.dtype)), q.dtype);
+    expect_close(from_memory(mem, q), want[out], p.name + " output " + q.name);
+    ++out;
+  }
+}
+
+TEST(HostEmulation, GeneratedCudaComputesTheReference) {
+  const char* cxx = std::getenv("MORGANA_HOST_CXX");
+  if (!cxx || !*cxx) GTEST_SKIP() << "MORGANA_HOST_CXX is not set";
+  targets::Target t = targets::load_target("targets/cuda/h100.toml");
+  fs::path dir = fs::temp_directory_path() / ("morgana_host_emulation_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  for (const lower::EmbeddedHeader& h : cuda::cuda_device_headers())
+    std::ofstream(dir / std::string(h.name), std::ios::binary) << h.text;
+
+  // Programs by file: one compile per file (a catalogue file holds a reference and a candidate).
+  std::map<std::string, std::vector<const TestProgram*>> by_file;
+  std::vector<TestProgram> programs = test_programs();
+  for (const TestProgram& tp : programs)
+    if (elements(tp.graph) <= (1 << 18)) by_file[tp.id.substr(0, tp.id.find(':'))].push_back(&tp);
+  int ran = 0;
+  for (const auto& [file, list] : by_file) {
+    SCOPED_TRACE(file);
+    std::string source = "#include \"host_prelude.h\"\n";
+    std::vector<std::pair<lower::LoweredProgram, const ir::Graph*>> lowered;
+    for (const TestProgram* tp : list) {
+      try {
+        lowered.emplace_back(cuda::lower(tp->graph, t), &tp->graph);
+      } catch (const UserError&) {
+        continue;
+      }
+      source += cuda::emit_cuda(lowered.back().first, t).text + runners(lowered.back().first);
+    }
+    if (lowered.empty()) continue;
+    fs::path cpp = dir / "prog.cpp", so = dir / (fs::path(file).stem().string() + ".so"), log = dir / "log.txt";
+    std::ofstream(cpp) << source;
+    std::string cmd = std::string(cxx) + " -std=c++20 -O1 -pthread -shared -fPIC -w -I" + dir.string() + " -I" +
+                      (fs::current_path() / "tests/targets/cuda").string() + " -o " + so.string() + " " +
+                      cpp.string() + " > " + log.string() + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(log);
+    Library lib(so.string());
+    ASSERT_TRUE(lib.ok()) << dlerror();
+    for (const auto& [p, g] : lowered) {
+      SCOPED_TRACE(p.name);
+      run_and_compare(lib, p, *g);
+      ++ran;
+    }
+  }
+  fs::remove_all(dir);
+  EXPECT_GE(ran, 40);
+}
+
+}  // namespace
+}  // namespace morgana::testing
