@@ -4,14 +4,18 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "frontend/compile.h"
 #include "frontend/report.h"
+#include "frontend/run.h"
 #include "ir/diagnostic.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "morgana/runtime.h"
 #include "runtime/bundle.h"
 #include "targets/target.h"
 #include "verify/equivalence.h"
@@ -33,7 +37,10 @@ const char* const kUsage =
     "  eval FILE       run FILE in the float reference on seeded random inputs, print output checksums\n"
     "  verify REF CAND prove CAND computes what REF does (finite-field random testing)\n"
     "  targets         list the hardware description files\n"
+    "  compile FILE    lower, generate and compile FILE's programs for GPU targets into one bundle\n"
     "  inspect BUNDLE  print a bundle's programs, kernels, parameters and binary variants\n"
+    "  run BUNDLE      run a bundle's program on this machine's GPU, check it against the CPU reference, time it\n"
+    "  devices         list the GPUs of this machine\n"
     "\n"
     "`morgana <command> --help` describes a command's options.\n";
 
@@ -231,6 +238,117 @@ int cmd_inspect(const std::vector<std::string>& args) {
   return kOk;
 }
 
+int cmd_compile(const std::vector<std::string>& args) {
+  po::options_description opts("compile options");
+  opts.add_options()("file", po::value<std::string>()->required(), "spec or μGraph file (.mg)")(
+      "target,t", po::value<std::vector<std::string>>(),
+      "target file name (repeatable; default: every NVIDIA target of `morgana targets`)")(
+      "output,o", po::value<std::string>(), "bundle to write (default: FILE with extension .mgb)")(
+      "emit", po::value<std::string>(),
+      "print one stage instead of writing a bundle: cuda (generated source), kernel-ir, mugraph (after tiling)")(
+      "no-ptx", po::bool_switch(), "leave out the PTX fallback for GPUs no target names")(
+      "jobs,j", po::value<unsigned>()->default_value(0), "parallel compiler runs (0: one per core)")(
+      "targets-dir", po::value<std::string>(), "folder of target files (default: as `morgana targets`)")(
+      "quiet,q", po::bool_switch(), "no progress lines");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  if (!parse_args(args,
+                  "usage: morgana compile FILE [--target NAME]... [-o OUT.mgb] [--emit cuda|kernel-ir|mugraph]\n"
+                  "  e.g. morgana compile examples/gqa_b1.mg --target h200 --target a100 -o gqa.mgb",
+                  opts, pos, vm))
+    return kOk;
+  std::string file = vm["file"].as<std::string>();
+  std::filesystem::path dir =
+      vm.count("targets-dir") ? std::filesystem::path(vm["targets-dir"].as<std::string>()) : default_targets_dir();
+  CompileOptions co;
+  if (vm.count("target")) {
+    for (const std::string& name : vm["target"].as<std::vector<std::string>>())
+      co.targets.push_back(targets::find_target(name, dir));
+  } else {
+    for (targets::Target& t : targets::load_all_targets(dir))
+      if (t.identity.vendor == "nvidia") co.targets.push_back(std::move(t));
+  }
+  ir::Module m = ir::parse_file(file);
+  if (vm.count("emit")) {
+    for (const ir::Graph& g : m.programs)
+      for (const targets::Target& t : co.targets) std::cout << emit_stage(g, t, vm["emit"].as<std::string>());
+    return kOk;
+  }
+  co.ptx_fallback = !vm["no-ptx"].as<bool>();
+  co.jobs = vm["jobs"].as<unsigned>();
+  if (!vm["quiet"].as<bool>()) co.progress = [](const std::string& l) { std::cerr << l << "\n"; };
+  auto start = std::chrono::steady_clock::now();
+  bundle::Bundle b = compile_programs(m.programs, co);
+  std::string out = vm.count("output") ? vm["output"].as<std::string>()
+                                       : std::filesystem::path(file).replace_extension(".mgb").string();
+  if (bundle::Status st = bundle::write_bundle_file(out, b); !st.ok()) throw UserError(st.error);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cerr << "wrote " << out << ": " << b.programs.size() << " program(s), " << b.variants.size()
+            << " variant(s) in " << std::fixed << std::setprecision(2) << secs << " s\n";
+  return kOk;
+}
+
+int cmd_devices(const std::vector<std::string>& args) {
+  po::options_description opts("devices options");
+  opts.add_options()("targets-dir", po::value<std::string>(), "folder of target files (default: as `morgana targets`)");
+  po::positional_options_description pos;
+  po::variables_map vm;
+  if (!parse_args(args, "usage: morgana devices   (the GPUs the runtime sees and the target files that describe "
+                        "them; exit 1 when there is none)",
+                  opts, pos, vm))
+    return kOk;
+  int n = 0;
+  if (mg_status s = mg_device_count(&n); s != MG_OK) throw UserError(mg_last_error());
+  if (n == 0) throw UserError("the NVIDIA driver sees no GPU");
+  std::filesystem::path dir =
+      vm.count("targets-dir") ? std::filesystem::path(vm["targets-dir"].as<std::string>()) : default_targets_dir();
+  std::vector<targets::Target> all = targets::load_all_targets(dir);
+  for (int i = 0; i < n; ++i) {
+    mg_device_info d{};
+    if (mg_status s = mg_device_describe(i, &d); s != MG_OK) throw UserError(mg_last_error());
+    // Target files for this GPU: the same compute capability (sm_90 and sm_90a both describe a 9.0 device).
+    std::string matching;
+    for (const targets::Target& t : all) {
+      std::string arch = t.identity.arch;
+      if (!arch.empty() && arch.back() >= 'a' && arch.back() <= 'z') arch.pop_back();
+      if (t.identity.vendor == "nvidia" && arch == d.arch) matching += (matching.empty() ? "" : ",") + t.identity.name;
+    }
+    std::printf("device %d: %s, %s (compute capability %d.%d), %d SMs, %d KiB shared memory per block (opt-in); "
+                "targets: %s\n",
+                i, d.name, d.arch, d.cc_major, d.cc_minor, d.sm_count, d.smem_per_block_optin / 1024,
+                matching.empty() ? "(none: compile with PTX)" : matching.c_str());
+  }
+  return kOk;
+}
+
+int cmd_run(const std::vector<std::string>& args) {
+  po::options_description opts("run options");
+  opts.add_options()("file", po::value<std::string>()->required(), "bundle file (.mgb)")(
+      "program", po::value<std::string>(), "program name (default: the bundle's only one)")(
+      "device", po::value<int>()->default_value(0), "CUDA device ordinal")(
+      "random-inputs", po::bool_switch(), "seeded random inputs in [-1, 1] (the default, and for now the only source)")(
+      "seed", po::value<uint64_t>()->default_value(1), "input seed")(
+      "check", po::bool_switch(), "compare every output with the CPU reference (exit 1 on a mismatch)")(
+      "iterations", po::value<int>()->default_value(50), "timed launches, median reported (0: no timing)");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  if (!parse_args(args, "usage: morgana run BUNDLE [--program NAME] --random-inputs --check [--iterations N]", opts,
+                  pos, vm))
+    return kOk;
+  RunOptions ro;
+  ro.bundle_path = vm["file"].as<std::string>();
+  if (vm.count("program")) ro.program = vm["program"].as<std::string>();
+  ro.device = vm["device"].as<int>();
+  ro.seed = vm["seed"].as<uint64_t>();
+  ro.check = vm["check"].as<bool>();
+  ro.iterations = vm["iterations"].as<int>();
+  RunResult r = run_bundle(ro);
+  std::cout << r.report;
+  return r.pass ? kOk : kUserError;
+}
+
 int dispatch(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << kUsage;
@@ -252,6 +370,9 @@ int dispatch(int argc, char** argv) {
   if (cmd == "verify") return cmd_verify(args);
   if (cmd == "targets") return cmd_targets(args);
   if (cmd == "inspect") return cmd_inspect(args);
+  if (cmd == "compile") return cmd_compile(args);
+  if (cmd == "run") return cmd_run(args);
+  if (cmd == "devices") return cmd_devices(args);
   std::cerr << "morgana: unknown command '" << cmd << "'\n\n" << kUsage;
   return kUserError;
 }

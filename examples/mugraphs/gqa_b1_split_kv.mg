@@ -1,10 +1,11 @@
 # spec: examples/gqa_b1.mg
 # Split-KV attention. Block op: grid x over the 2 batch heads, grid y over 8 KV splits
-# of 512 keys, for-loop over 4 chunks of 128 keys with online softmax; each split's unnormalized output, denominator
+# of 512 keys, for-loop over 16 chunks of 32 keys with online softmax (small chunks keep the [256,32] score tiles
+# within one H100/H200 block's shared memory); each split's unnormalized output, denominator
 # and running max are stacked along dim 1 (split c holds rows c*256 .. c*256+255). The kernel ops take the row max
 # over the splits (reduce_max with to=256), copy it to every split with concat, rescale, add the splits and divide.
 kernel gqa_b1_split_kv(Q: f16[2,256,64], K: f16[2,64,4096], V: f16[2,4096,64]) {
-  Os, Ls, Ms = block(Q, K, V) grid=[2,8,1] threads=128 loop=4 {
+  Os, Ls, Ms = block(Q, K, V) grid=[2,8,1] threads=128 loop=16 {
     q = iter(Q, imap=[0,-,-])
     k = iter(K, imap=[0,2,-], fmap=2)
     v = iter(V, imap=[0,1,-], fmap=1)

@@ -19,8 +19,8 @@ struct SourceHeader {
 };
 
 struct NvrtcInput {
-  std::string_view source;
-  std::string_view file_name = "morgana.cu";   // the name NVRTC's messages use
+  std::string_view source;                 // viewed: must outlive the call
+  std::string file_name = "morgana.cu";    // the name NVRTC's messages use (owned: often built on the spot)
   std::span<const SourceHeader> headers;
   // Per line of `source` (index = line - 1): where it came from, e.g. "node 'p' (spec.mg:12:5)"; may be empty.
   std::span<const std::string> line_origin;

@@ -88,3 +88,53 @@ TEST(Cli, VerifyFloatCheckRunsAfterTheFieldVerdict) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("float check"), std::string::npos) << r.out;
 }
+
+namespace {
+
+// `morgana compile` for two targets makes one bundle that `morgana inspect` shows with a variant per target plus
+// the PTX fallback. Skipped where NVRTC is not installed (the message says so).
+TEST(Cli, CompileTwoTargetsAndInspect) {
+  std::string out = "/tmp/morgana_cli_test_compile.mgb";
+  std::remove(out.c_str());
+  Result c = run("compile tests/gpu/specs/ragged_matmul.mg --target h200 --target a100 -o " + out);
+  if (c.code != 0 && c.out.find("NVRTC (the CUDA runtime compiler) was not found") != std::string::npos)
+    GTEST_SKIP() << c.out;
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("wrote " + out), std::string::npos) << c.out;
+  Result i = run("inspect " + out);
+  ASSERT_EQ(i.code, 0) << i.out;
+  EXPECT_NE(i.out.find("h200 cubin sm_90a"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("a100 cubin sm_80"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("a100 ptx compute_80"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("input     X f16[3, 5, 1000]"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("output    Y f16[3, 5, 77]"), std::string::npos) << i.out;
+  std::remove(out.c_str());
+}
+
+TEST(Cli, EmitCudaPrintsReadableSource) {
+  Result c = run("compile tests/gpu/specs/ragged_matmul.mg --target h200 --emit cuda");
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("extern \"C\" __global__"), std::string::npos) << c.out;
+  Result bad = run("compile tests/gpu/specs/ragged_matmul.mg --target h200 --emit llvm");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("unknown --emit stage 'llvm'"), std::string::npos) << bad.out;
+}
+
+TEST(Cli, CompileForAnAmdTargetSaysWhyNot) {
+  Result c = run("compile tests/gpu/specs/ragged_matmul.mg --target mi300x -o /tmp/morgana_cli_test_amd.mgb");
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.out.find("target 'mi300x' is an amd GPU"), std::string::npos) << c.out;
+}
+
+// Without an NVIDIA driver (CI, this test's environment points the loader at an empty folder), `morgana run` and
+// `morgana devices` fail cleanly with the runtime's message.
+TEST(Cli, RunWithoutADriverFailsCleanly) {
+  if (std::getenv("MORGANA_TEST_HAS_GPU")) GTEST_SKIP() << "a GPU is present";
+  Result d = run("devices");
+  EXPECT_EQ(d.code, 1) << d.out;
+  EXPECT_NE(d.out.find("no NVIDIA driver found"), std::string::npos) << d.out;
+  Result r = run("run tests/runtime/does-not-exist.mgb --check");
+  EXPECT_EQ(r.code, 1) << r.out;
+}
+
+}  // namespace

@@ -1,0 +1,228 @@
+#include "frontend/compile.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "ir/diagnostic.h"
+#include "ir/printer.h"
+#include "targets/cuda/codegen.h"
+#include "targets/cuda/nvrtc.h"
+#include "targets/lower/lower.h"
+
+namespace morgana::frontend {
+
+namespace {
+
+bundle::DType bundle_dtype(ir::DType t) {
+  switch (t) {
+    case ir::DType::f16: return bundle::DType::f16;
+    case ir::DType::bf16: return bundle::DType::bf16;
+    case ir::DType::f32: return bundle::DType::f32;
+  }
+  MG_CHECK(false, "unknown dtype");
+  return bundle::DType::f32;
+}
+
+bundle::Role bundle_role(lower::Role r) {
+  switch (r) {
+    case lower::Role::input: return bundle::Role::input;
+    case lower::Role::output: return bundle::Role::output;
+    case lower::Role::workspace: return bundle::Role::workspace;
+  }
+  MG_CHECK(false, "unknown role");
+  return bundle::Role::input;
+}
+
+uint32_t launch_dim(int64_t v, const char* what) {
+  MG_CHECK(v >= 1 && v <= bundle::kMaxLaunchDim, std::string("lowering produced an invalid ") + what);
+  return static_cast<uint32_t>(v);
+}
+
+// The bundle's view of a lowered program: launch geometry and parameters, no code.
+bundle::Program manifest(const lower::LoweredProgram& lp, const std::string& mugraph) {
+  bundle::Program p;
+  p.name = lp.name;
+  p.mugraph = mugraph;
+  p.workspace_bytes = static_cast<uint64_t>(lp.workspace_bytes);
+  std::vector<bundle::Parameter> params;
+  for (const lower::Param& q : lp.params)
+    params.push_back({q.name, bundle_role(q.role), bundle_dtype(q.dtype), q.shape, q.strides});
+  for (const lower::Kernel& k : lp.kernels) {
+    bundle::Kernel bk;
+    bk.name = k.entry;
+    bk.grid = {launch_dim(k.grid[0], "grid"), launch_dim(k.grid[1], "grid"), launch_dim(k.grid[2], "grid")};
+    bk.block = {launch_dim(k.block[0], "block"), launch_dim(k.block[1], "block"), launch_dim(k.block[2], "block")};
+    MG_CHECK(k.smem_bytes >= 0 && k.smem_bytes <= UINT32_MAX, "shared memory size out of range");
+    bk.dynamic_smem_bytes = static_cast<uint32_t>(k.smem_bytes);
+    bk.params = params;
+    p.kernels.push_back(std::move(bk));
+  }
+  return p;
+}
+
+// The number in sm_90a / compute_80.
+int arch_number(const std::string& arch) {
+  size_t at = arch.find('_');
+  return at == std::string::npos ? 0 : std::atoi(arch.c_str() + at + 1);
+}
+
+// One program lowered and emitted for one target.
+struct Lowered {
+  size_t program = 0, target = 0;
+  bundle::Program manifest;
+  lower::GeneratedSource source;
+};
+
+struct CompileJob {
+  const Lowered* lowered = nullptr;
+  std::string arch;  // sm_XY[a] or compute_XY
+  bundle::Variant variant;
+  double seconds = 0;
+};
+
+// Runs fn(i) for i < n on up to `jobs` threads; rethrows the first exception (in index order).
+template <class F>
+void parallel_for(size_t n, unsigned jobs, F&& fn) {
+  std::vector<std::exception_ptr> errors(n);
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next++) < n;) {
+      try {
+        fn(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  unsigned threads = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(n)));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+void require_cuda(const targets::Target& t) {
+  if (t.identity.vendor != "nvidia")
+    throw UserError("target '" + t.identity.name + "' is an " + t.identity.vendor +
+                    " GPU; `morgana compile` lowers to CUDA only for now (the HIP back end in targets/hip is not "
+                    "written yet)");
+}
+
+}  // namespace
+
+std::string emit_stage(const ir::Graph& program, const targets::Target& target, const std::string& stage) {
+  if (stage == "mugraph") return ir::print(lower::tile_kernel_ops(program, target).graph);
+  require_cuda(target);
+  lower::LoweredProgram lp = cuda::lower(program, target);
+  if (stage == "kernel-ir") return lower::print(lp);
+  if (stage == "cuda") return cuda::emit_cuda(lp, target).text;
+  throw UserError("unknown --emit stage '" + stage + "' (expected cuda, kernel-ir or mugraph)");
+}
+
+bundle::Bundle compile_programs(const std::vector<ir::Graph>& programs, const CompileOptions& options) {
+  MG_CHECK(!options.targets.empty(), "compile_programs without targets");
+  for (const targets::Target& t : options.targets) require_cuda(t);
+  unsigned jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
+  std::mutex progress_mutex;
+  auto progress = [&](const std::string& line) {
+    if (!options.progress) return;
+    std::lock_guard<std::mutex> lock(progress_mutex);
+    options.progress(line);
+  };
+
+  // Lower and emit every (program, target).
+  std::vector<Lowered> lowered(programs.size() * options.targets.size());
+  parallel_for(lowered.size(), jobs, [&](size_t i) {
+    Lowered& l = lowered[i];
+    l.program = i / options.targets.size();
+    l.target = i % options.targets.size();
+    const ir::Graph& g = programs[l.program];
+    const targets::Target& t = options.targets[l.target];
+    try {
+      lower::LoweredProgram lp = cuda::lower(g, t);
+      l.manifest = manifest(lp, ir::print(g));
+      l.source = cuda::emit_cuda(lp, t);
+    } catch (const UserError& e) {
+      throw UserError("program '" + g.name() + "' for target " + t.identity.name + ": " + e.what(), e.loc());
+    }
+  });
+
+  // A cubin per (program, target), and PTX of each program for its lowest CUDA arch.
+  std::vector<CompileJob> work;
+  for (const Lowered& l : lowered) work.push_back({&l, options.targets[l.target].identity.arch, {}, 0});
+  if (options.ptx_fallback) {
+    for (size_t p = 0; p < programs.size(); ++p) {
+      const Lowered* lowest = nullptr;
+      for (const Lowered& l : lowered)
+        if (l.program == p && (!lowest || arch_number(options.targets[l.target].identity.arch) <
+                                              arch_number(options.targets[lowest->target].identity.arch)))
+          lowest = &l;
+      work.push_back({lowest, "compute_" + std::to_string(arch_number(options.targets[lowest->target].identity.arch)),
+                      {}, 0});
+    }
+  }
+  parallel_for(work.size(), jobs, [&](size_t i) {
+    CompileJob& job = work[i];
+    const Lowered& l = *job.lowered;
+    const targets::Target& t = options.targets[l.target];
+    auto start = std::chrono::steady_clock::now();
+    std::vector<cuda::SourceHeader> headers;
+    for (const lower::EmbeddedHeader& h : l.source.headers) headers.push_back({h.name, h.text});
+    cuda::NvrtcInput in;
+    in.source = l.source.text;
+    in.file_name = programs[l.program].name() + ".cu";
+    in.headers = headers;
+    in.line_origin = l.source.line_origin;
+    in.arch = job.arch;
+    cuda::NvrtcOutput out;
+    try {
+      out = cuda::nvrtc_compile(in);
+    } catch (const UserError& e) {
+      throw UserError("program '" + programs[l.program].name() + "' for target " + t.identity.name + ": " + e.what());
+    }
+    job.variant.target = t.identity.name;
+    job.variant.kind = cuda::is_cubin_arch(job.arch) ? bundle::VariantKind::cubin : bundle::VariantKind::ptx;
+    job.variant.arch = job.arch;
+    job.variant.payload = std::move(out.code);
+    job.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    char line[256];
+    std::snprintf(line, sizeof line, "compiled %-24s for %-8s %-10s %7zu bytes  %.2f s",
+                  programs[l.program].name().c_str(), t.identity.name.c_str(), job.arch.c_str(),
+                  job.variant.payload.size(), job.seconds);
+    progress(line);
+  });
+
+  // Programs: one per (program, distinct manifest), holding the variants of every target that lowered to it.
+  bundle::Bundle b;
+  for (size_t p = 0; p < programs.size(); ++p) {
+    std::vector<std::pair<bundle::Program, std::vector<const CompileJob*>>> groups;
+    for (const CompileJob& job : work) {
+      if (job.lowered->program != p) continue;
+      auto same = std::find_if(groups.begin(), groups.end(),
+                               [&](const auto& g) { return g.first == job.lowered->manifest; });
+      if (same == groups.end()) {
+        groups.emplace_back(job.lowered->manifest, std::vector<const CompileJob*>{});
+        same = groups.end() - 1;
+      }
+      same->second.push_back(&job);
+    }
+    for (auto& [prog, jobs_of] : groups) {
+      for (const CompileJob* job : jobs_of) {
+        prog.variants.push_back(static_cast<uint32_t>(b.variants.size()));
+        b.variants.push_back(job->variant);
+      }
+      b.programs.push_back(std::move(prog));
+    }
+  }
+  if (std::optional<std::string> bad = bundle::validate(b)) MG_CHECK(false, "compile made an invalid bundle: " + *bad);
+  return b;
+}
+
+}  // namespace morgana::frontend

@@ -1,0 +1,33 @@
+// `morgana compile`: spec or μGraph -> one bundle. For every program of the input and every target asked for, the
+// pipeline is lower (targets/lower) -> emit (the target's dialect) -> compile (the target's toolchain); programs
+// whose kernels launch alike on several targets share one bundle program with a code object per target, and the
+// lowest CUDA arch also gets a PTX fallback the driver can compile for GPUs no target file names.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "runtime/bundle.h"
+#include "targets/target.h"
+
+namespace morgana::frontend {
+
+struct CompileOptions {
+  std::vector<targets::Target> targets;  // at least one
+  bool ptx_fallback = true;              // add compute_XY PTX for the lowest sm_XY among the CUDA targets
+  unsigned jobs = 0;                     // parallel toolchain runs; 0: one per hardware thread
+  // Called with one line per finished step ("h200  sm_90a  attn  0.41 s"), from one thread at a time.
+  std::function<void(const std::string&)> progress;
+};
+
+// Throws morgana::UserError for a program that does not lower or compile for a target (naming both).
+bundle::Bundle compile_programs(const std::vector<ir::Graph>& programs, const CompileOptions& options);
+
+// What --emit prints for one program and target: "cuda" (generated source), "kernel-ir" (the lowered kernels),
+// "mugraph" (the program after every predefined op became a block op).
+std::string emit_stage(const ir::Graph& program, const targets::Target& target, const std::string& stage);
+
+}  // namespace morgana::frontend
