@@ -1,0 +1,159 @@
+// Turns each kernel's work (kernel_work.cpp) into time: occupancy from threads, shared memory and registers;
+// waves; per wave the slowest of DRAM, L2, shared-memory fill and compute on the busiest SM; barrier latency
+// per wave; one launch per kernel. docs/cost-model.md derives each step.
+#include "search/cost_model.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+#include "search/kernel_work.h"
+
+namespace morgana::search {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Resident blocks per SM, or 0 with the reason in k.infeasible.
+int64_t blocks_per_sm(KernelCost& k, const targets::Target& t) {
+  const auto& ex = t.execution;
+  const auto& mem = t.memory;
+  // Threads are scheduled in whole warps, so a block occupies its thread count rounded up to the warp size.
+  const int64_t threads = ceil_div(k.threads, ex.warp_size) * ex.warp_size;
+  if (k.threads > ex.max_threads_per_block) {
+    k.infeasible = "threads " + std::to_string(k.threads) + " exceed max_threads_per_block " +
+                   std::to_string(ex.max_threads_per_block);
+    return 0;
+  }
+  if (k.smem_bytes > mem.smem_per_block_optin) {
+    k.infeasible = "shared memory " + std::to_string(k.smem_bytes) + " B exceeds smem_per_block_optin " +
+                   std::to_string(mem.smem_per_block_optin);
+    return 0;
+  }
+  if (k.regs_per_thread * threads > t.registers.regs_per_block) {
+    k.infeasible = "registers " + std::to_string(k.regs_per_thread * threads) + " exceed regs_per_block " +
+                   std::to_string(t.registers.regs_per_block);
+    return 0;
+  }
+  int64_t by_threads = ex.max_threads_per_sm / threads;
+  int64_t by_smem = mem.smem_per_sm / (k.smem_bytes + mem.smem_reserved_per_block);
+  int64_t by_regs = t.registers.regs_per_sm / (k.regs_per_thread * threads);
+  return std::min({ex.max_blocks_per_sm, by_threads, by_smem, by_regs});
+}
+
+struct WaveTime {
+  double memory_s = 0;
+  double compute_s = 0;
+};
+
+// One wave of `nb` blocks. Bandwidth shared by the device (DRAM, L2) is spent by all of the wave's blocks; an
+// SM's own resources (shared-memory fill, tensor and vector units) serve only the blocks resident on it, so
+// the busiest SM (ceil(nb / sms) blocks) sets the compute and fill time.
+WaveTime wave_time(const detail::Work& w, int64_t nb, const targets::Target& t) {
+  const KernelCost& k = w.k;
+  const double sms = static_cast<double>(t.execution.sms);
+  const double blocks = static_cast<double>(k.blocks);
+  const double share = static_cast<double>(nb) / blocks;  // fraction of the kernel in this wave
+  const double busiest = static_cast<double>(ceil_div(nb, t.execution.sms));
+  const double dram_rate = t.memory.dram_bandwidth_gbps * 1e9 * t.cost.dram_efficiency;
+  const double l2_rate = t.cost.l2_bandwidth_gbps * 1e9;
+  const double fill_rate = t.cost.smem_bandwidth_gbps_per_sm * 1e9;
+  const double dram = k.dram_read_bytes + k.dram_write_bytes;
+  WaveTime wt;
+  wt.memory_s = std::max({share * dram / dram_rate, share * (dram + k.l2_reread_bytes) / l2_rate,
+                          busiest * k.smem_fill_bytes / fill_rate});
+  // Per block, device-wide seconds times sms = seconds on one SM's share of the units.
+  const double per_block_s = (w.tensor_s + k.vector_flops / detail::vector_rate(t)) / blocks * sms;
+  wt.compute_s = busiest * per_block_s;
+  return wt;
+}
+
+KernelCost time_kernel(detail::Work w, const targets::Target& t) {
+  KernelCost& k = w.k;
+  k.launch_us = t.cost.launch_overhead_us;
+  k.blocks_per_sm = k.blocks > 0 ? blocks_per_sm(k, t) : 0;
+  if (k.blocks_per_sm <= 0) {
+    if (k.infeasible.empty()) k.infeasible = "no block fits on an SM";
+    k.time_us = std::numeric_limits<double>::infinity();
+    return k;
+  }
+  const int64_t per_wave = t.execution.sms * k.blocks_per_sm;
+  const int64_t full = k.blocks / per_wave, rest = k.blocks % per_wave;
+  k.waves = full + (rest > 0 ? 1 : 0);
+  double throughput_s = 0, memory_s = 0, compute_s = 0;
+  auto add = [&](int64_t nb, double count) {
+    WaveTime wt = wave_time(w, nb, t);
+    memory_s += count * wt.memory_s;
+    compute_s += count * wt.compute_s;
+    throughput_s += count * std::max(wt.memory_s, wt.compute_s);
+  };
+  if (full > 0) add(per_wave, static_cast<double>(full));
+  if (rest > 0) add(rest, 1);
+  k.memory_us = memory_s * 1e6;
+  k.compute_us = compute_s * 1e6;
+  // Barriers are latency: each wave pays one block's chain of them, less what the other blocks resident on
+  // the same SM hide by working while it waits.
+  const int64_t resident = std::min(k.blocks_per_sm, ceil_div(k.blocks, t.execution.sms));
+  k.barrier_us = static_cast<double>(k.waves * k.barriers_per_block) * t.cost.barrier_ns * 1e-3 /
+                 static_cast<double>(resident);
+  k.time_us = throughput_s * 1e6 + k.barrier_us + k.launch_us;
+  return k;
+}
+
+std::string fmt(const char* f, double a, double b = 0, double c = 0, double d = 0, double e = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, a, b, c, d, e);
+  return buf;
+}
+
+}  // namespace
+
+bool Cost::feasible() const {
+  return std::all_of(kernels.begin(), kernels.end(),
+                     [](const KernelCost& k) { return k.infeasible.empty(); });
+}
+
+std::string Cost::str() const {
+  std::string s = "cost on " + target + ": " + fmt("%.3f", total_us) + " us in " +
+                  std::to_string(kernels.size()) + (kernels.size() == 1 ? " kernel\n" : " kernels\n");
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const KernelCost& k = kernels[i];
+    s += "#" + std::to_string(i) + " " + k.label + ": " + std::to_string(k.blocks) + " blocks x " +
+         std::to_string(k.threads) + " threads, loop " + std::to_string(k.loop) + "; smem " +
+         std::to_string(k.smem_bytes) + " B, " + std::to_string(k.regs_per_thread) + " regs/thread, " +
+         std::to_string(k.blocks_per_sm) + " blocks/SM, " + std::to_string(k.waves) +
+         (k.waves == 1 ? " wave\n" : " waves\n");
+    if (!k.infeasible.empty()) {
+      s += "   infeasible: " + k.infeasible + "\n";
+      continue;
+    }
+    s += fmt("   dram read %.3f MB, write %.3f MB; l2 re-read %.3f MB; smem fill %.3f MB/block\n",
+             k.dram_read_bytes * 1e-6, k.dram_write_bytes * 1e-6, k.l2_reread_bytes * 1e-6,
+             k.smem_fill_bytes * 1e-6);
+    s += fmt("   tensor %.4f GFLOP, vector %.4f GFLOP; ", k.tensor_flops * 1e-9, k.vector_flops * 1e-9) +
+         std::to_string(k.barriers_per_block) + " barriers/block\n";
+    s += fmt("   time %.3f us = max per wave of (memory %.3f, compute %.3f) + barriers %.3f + launch %.3f\n",
+             k.time_us, k.memory_us, k.compute_us, k.barrier_us, k.launch_us);
+  }
+  return s;
+}
+
+Cost estimate(const ir::Graph& mugraph, const targets::Target& t) {
+  MG_CHECK(!mugraph.is_block(), "the cost model takes a kernel graph");
+  Cost c;
+  c.target = t.identity.name;
+  for (const ir::Node& n : mugraph.nodes()) {
+    const ir::OpKind kind = ir::op_info(n.op).kind;
+    if (kind == ir::OpKind::Input || kind == ir::OpKind::Output) continue;
+    detail::Work w = kind == ir::OpKind::Block ? detail::block_work(mugraph, n, t)
+                                               : detail::predefined_work(mugraph, n, t);
+    c.kernels.push_back(time_kernel(std::move(w), t));
+    c.total_us += c.kernels.back().time_us;
+  }
+  return c;
+}
+
+}  // namespace morgana::search

@@ -1,0 +1,58 @@
+// The search's cost model: estimates how long a μGraph takes on one target from the hardware description
+// alone (bytes per memory level over bandwidth, FLOPs over the matching unit's peak, occupancy and wave
+// quantization, barriers, launches). It ranks verified candidates before anything is timed, so what matters
+// is that it orders candidates the way the GPU would; docs/cost-model.md gives every term, its constants and
+// what it ignores.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "targets/target.h"
+
+namespace morgana::search {
+
+// One kernel launch: a `block` op, or a predefined kernel-level op under the default tiling of
+// docs/cost-model.md.
+struct KernelCost {
+  std::string label;  // "block -> Y" or "matmul -> Y"
+  // Launch shape and occupancy.
+  int64_t blocks = 0;
+  int64_t threads = 0;
+  int64_t loop = 1;
+  int64_t smem_bytes = 0;       // estimated shared memory per block
+  int64_t regs_per_thread = 0;  // estimated
+  int64_t blocks_per_sm = 0;    // resident blocks per SM; 0 when the kernel cannot run (see `infeasible`)
+  int64_t waves = 0;
+  // Traffic and work, totals over the kernel.
+  double dram_read_bytes = 0;
+  double dram_write_bytes = 0;
+  double l2_reread_bytes = 0;  // re-reads of replicated tiles served by L2 instead of DRAM
+  double smem_fill_bytes = 0;  // bytes loaded into shared memory per block (all its iterations)
+  double tensor_flops = 0;     // executed on matrix instructions, padded to their shapes
+  double vector_flops = 0;
+  int64_t barriers_per_block = 0;
+  // Time, microseconds. time_us = waves' throughput time + barrier latency + launch.
+  double memory_us = 0;   // DRAM, L2 and shared-memory fill: the slowest, summed over waves
+  double compute_us = 0;  // tensor + vector on the busiest SM, summed over waves
+  double barrier_us = 0;
+  double launch_us = 0;
+  double time_us = 0;
+  std::string infeasible;  // why the kernel cannot launch on this target; empty when it can
+};
+
+struct Cost {
+  std::string target;
+  std::vector<KernelCost> kernels;
+  double total_us = 0;  // infinity when a kernel is infeasible
+  bool feasible() const;
+  // The per-kernel breakdown, one block of lines per kernel; stable text for golden tests.
+  std::string str() const;
+};
+
+// Estimates `mugraph` (a kernel graph) on `t`.
+Cost estimate(const ir::Graph& mugraph, const targets::Target& t);
+
+}  // namespace morgana::search

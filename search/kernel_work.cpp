@@ -1,0 +1,264 @@
+// What each kernel of a μGraph does: launch shape, bytes per memory level, FLOPs per unit, barriers. The
+// rules (and why they are what they are) are in docs/cost-model.md; this file only applies them.
+#include "search/kernel_work.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+namespace morgana::search::detail {
+
+namespace {
+
+using ir::DType;
+using ir::Graph;
+using ir::kPhi;
+using ir::Node;
+using ir::OpKind;
+using ir::TensorType;
+
+// The plain tilings targets/lower/tile_kernel_ops.cpp gives predefined ops (kept in step with it by hand; the
+// search may not include lowering code): matmul tiles of 64 x 64 with K steps of 32, elementwise tiles of
+// eight elements per thread, reductions one row per block.
+constexpr int64_t kMatmulTile[3] = {64, 64, 32};
+constexpr int64_t kElemsPerThread = 8;
+// Registers a thread needs besides the accumulators it holds (addresses, loop counters, operand fragments):
+// a typical floor for compiled tile code, not a hardware number. See docs/cost-model.md, "Occupancy".
+constexpr int64_t kBaseRegsPerThread = 32;
+// Block tiles other than loaded ones are planned in f32 (the lowering computes in f32).
+constexpr int64_t kComputeBytes = 4;
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+int64_t pad_to(int64_t x, int64_t q) {
+  return q > 0 ? ceil_div(x, q) * q : x;
+}
+double bytes_of(const TensorType& t) {
+  return static_cast<double>(t.numel()) * ir::dtype_bytes(t.dtype);
+}
+
+int64_t padded_n(const targets::MatrixInstr& mi, int64_t n) {
+  if (n <= mi.n) return mi.n;
+  return pad_to(n, mi.n_step > 0 ? mi.n_step : mi.n);  // a range instruction (wgmma) steps in n_step
+}
+
+int64_t regs_for(int64_t acc_elems, int64_t threads, const targets::Target& t) {
+  int64_t r = kBaseRegsPerThread + ceil_div(acc_elems, std::max<int64_t>(threads, 1));
+  return std::min(r, t.registers.max_regs_per_thread);
+}
+
+std::vector<TensorType> types_of(const Graph& g, std::span<const ir::TensorId> ids) {
+  std::vector<TensorType> v;
+  for (ir::TensorId id : ids) v.push_back(g.type(id));
+  return v;
+}
+
+std::vector<TensorType> result_types(const Graph& g, const Node& n) {
+  std::vector<TensorType> v;
+  for (int i = 0; i < n.num_results; ++i) v.push_back(g.type(g.result(n, i)));
+  return v;
+}
+
+std::string label_of(const Graph& g, const Node& n) {
+  std::string s = std::string(ir::op_name(n.op)) + " ->";
+  for (int i = 0; i < n.num_results; ++i) s += (i ? ", " : " ") + g.name(g.result(n, i));
+  return s;
+}
+
+void add_flops(Work& w, const Flops& f, double times) {
+  w.k.tensor_flops += f.tensor * times;
+  w.tensor_s += f.tensor_s * times;
+  w.k.vector_flops += f.vector * times;
+}
+
+}  // namespace
+
+double tensor_rate(const targets::Target& t, DType dtype) {
+  double peak = dtype == DType::f16 ? t.peak.f16_tensor : dtype == DType::bf16 ? t.peak.bf16_tensor : 0;
+  return peak * 1e12 * t.cost.tensor_efficiency;
+}
+
+double vector_rate(const targets::Target& t) {
+  return t.peak.f32_vector * 1e12;
+}
+
+Flops op_flops(ir::OpCode op, std::span<const TensorType> in, std::span<const TensorType> out,
+               const targets::Target& t) {
+  const double n_out = out.empty() ? 0 : static_cast<double>(out[0].numel());
+  const double n_in = in.empty() ? 0 : static_cast<double>(in[0].numel());
+  switch (ir::op_info(op).kind) {
+    case OpKind::Matmul: {
+      const TensorType &a = in[0], &c = out[0];
+      int64_t m = c.rank >= 2 ? c.dim(c.rank - 2) : 1, n = c.dim(c.rank - 1), k = a.dim(a.rank - 1);
+      double batch = static_cast<double>(c.numel()) / static_cast<double>(m * n);
+      double useful = 2.0 * static_cast<double>(c.numel()) * static_cast<double>(k);
+      Flops vec{0, 0, useful};
+      double rate = tensor_rate(t, a.dtype);
+      if (a.dtype != in[1].dtype || rate <= 0) return vec;
+      // Padded work of the best fitting instruction: a 1-row decode matmul still occupies whole m-tiles.
+      double best = std::numeric_limits<double>::infinity();
+      for (const auto& mi : t.matrix) {
+        if (std::find(mi.ab_types.begin(), mi.ab_types.end(), ir::dtype_name(a.dtype)) == mi.ab_types.end())
+          continue;
+        double padded = 2.0 * batch * static_cast<double>(pad_to(m, mi.m)) *
+                        static_cast<double>(padded_n(mi, n)) * static_cast<double>(pad_to(k, mi.k));
+        best = std::min(best, padded);
+      }
+      // Tensor cores only where they beat the vector units, so padding waste cannot make a matmul slower.
+      if (best / rate < useful / vector_rate(t)) return {best, best / rate, 0};
+      return vec;
+    }
+    case OpKind::Unary:
+    case OpKind::Binary:
+      return {0, 0, n_out};
+    case OpKind::Reduce:
+      return {0, 0, n_in};
+    case OpKind::Norm:  // square, sum, scale; the per-row rsqrt is noise
+      return {0, 0, 3 * n_in};
+    case OpKind::Softmax:  // max, subtract, exp, sum, divide
+      return {0, 0, 5 * n_in};
+    case OpKind::Accum:  // acc_rescale_sum also rescales the running value: exp factor, multiply, add
+      return {0, 0, (op == ir::OpCode::acc_rescale_sum ? 3 : 1) * n_out};
+    default:
+      return {};
+  }
+}
+
+Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
+  const Graph& body = g.body(n);
+  const ir::BlockParams& p = body.block_params();
+  Work w;
+  KernelCost& k = w.k;
+  k.label = label_of(g, n);
+  k.blocks = p.grid[0] * p.grid[1] * p.grid[2];
+  k.threads = p.threads;
+  k.loop = p.loop;
+  const double blocks = static_cast<double>(k.blocks);
+  const double l2_share = static_cast<double>(t.memory.l2_bytes) / static_cast<double>(t.memory.l2_domains);
+
+  // after[t]: tensor t is produced after the for-loop (it depends on an accumulator), so it is computed once
+  // per block; everything else runs every iteration. depth[t]: the barrier level t is written at (docs:
+  // "Barriers").
+  std::vector<char> after(body.num_tensors(), 0);
+  std::vector<int64_t> depth(body.num_tensors(), 0);
+  int64_t loop_depth = 0, epilogue_depth = 0, acc_elems = 0, saves = 0;
+  double smem = 0;
+  for (const Node& nd : body.nodes()) {
+    const auto ops = body.operands(nd);
+    const OpKind kind = ir::op_info(nd.op).kind;
+    if (kind == OpKind::Save) {
+      k.dram_write_bytes += bytes_of(g.type(g.result(n, static_cast<int>(saves++))));
+      continue;
+    }
+    const ir::TensorId r = body.result(nd);
+    if (kind == OpKind::Iter) {
+      const TensorType& whole = body.operand_types()[nd.attrs.index];
+      const TensorType& tile = body.type(r);
+      double per_block = bytes_of(tile) * static_cast<double>(nd.attrs.fmap != kPhi ? p.loop : 1);
+      double total = per_block * blocks;
+      int64_t replicas = 1;
+      for (int gd = 0; gd < ir::kGridDims; ++gd)
+        if (nd.attrs.map[static_cast<size_t>(gd)] == kPhi) replicas *= p.grid[static_cast<size_t>(gd)];
+      // A tile replicated over grid dims is read by every block along them. If its tensor fits in (one domain
+      // of) L2, only the first pass per L2 domain comes from DRAM; otherwise every re-read does.
+      double dram = total;
+      if (replicas > 1 && bytes_of(whole) <= l2_share)
+        dram =
+            std::min(total, bytes_of(whole) * static_cast<double>(std::min(replicas, t.memory.l2_domains)));
+      k.dram_read_bytes += dram;
+      k.l2_reread_bytes += total - dram;
+      k.smem_fill_bytes += per_block;
+      smem += bytes_of(tile);
+      depth[r] = 1;
+      loop_depth = std::max<int64_t>(loop_depth, 1);
+      continue;
+    }
+    bool epi = false;
+    for (ir::TensorId o : ops) epi = epi || after[o];
+    int64_t d = 0;
+    // In the epilogue, levels count from the accumulators' final values (a loop-side operand is long
+    // written).
+    for (ir::TensorId o : ops) d = std::max(d, (epi && !after[o]) ? 0 : depth[o]);
+    const auto in = types_of(body, ops);
+    const auto out = result_types(body, nd);
+    add_flops(w, op_flops(nd.op, in, out, t), blocks * static_cast<double>(epi ? 1 : p.loop));
+    for (const auto& o : out) smem += static_cast<double>(o.numel() * kComputeBytes);
+    int64_t& level = epi ? epilogue_depth : loop_depth;
+    level = std::max(level, d + 1);
+    for (int i = 0; i < nd.num_results; ++i) {
+      ir::TensorId ri = body.result(nd, i);
+      after[ri] = epi || kind == OpKind::Accum;
+      depth[ri] = kind == OpKind::Accum ? 0 : d + 1;
+    }
+    if (kind == OpKind::Accum) acc_elems += out[0].numel();
+  }
+  k.smem_bytes = static_cast<int64_t>(smem);
+  k.regs_per_thread = regs_for(acc_elems, p.threads, t);
+  k.barriers_per_block = p.loop * loop_depth + epilogue_depth;
+  return w;
+}
+
+Work predefined_work(const Graph& g, const Node& n, const targets::Target& t) {
+  Work w;
+  KernelCost& k = w.k;
+  k.label = label_of(g, n);
+  k.threads = ir::BlockParams{}.threads;  // the lowering's default block size
+  const auto in = types_of(g, g.operands(n));
+  const auto out = result_types(g, n);
+  // A predefined op stands for a library-quality kernel: each operand comes from DRAM once and each result
+  // goes back once; re-reads between its tiles are assumed absorbed on chip (docs: "Predefined ops").
+  for (const auto& x : in) k.dram_read_bytes += bytes_of(x);
+  for (const auto& y : out) k.dram_write_bytes += bytes_of(y);
+  add_flops(w, op_flops(n.op, in, out, t), 1);
+  const TensorType& a = in.empty() ? out[0] : in[0];
+  const int64_t elem = ir::dtype_bytes(a.dtype);
+  int64_t acc_elems = 0;
+  switch (ir::op_info(n.op).kind) {
+    case OpKind::Matmul: {
+      const TensorType& c = out[0];
+      int64_t m = c.rank >= 2 ? c.dim(c.rank - 2) : 1, nn = c.dim(c.rank - 1), kk = a.dim(a.rank - 1);
+      int64_t tm = std::min(m, kMatmulTile[0]), tn = std::min(nn, kMatmulTile[1]),
+              tk = std::min(kk, kMatmulTile[2]);
+      int64_t batch = c.numel() / (m * nn);
+      k.blocks = batch * ceil_div(m, tm) * ceil_div(nn, tn);
+      k.loop = ceil_div(kk, tk);
+      k.smem_bytes = (tm * tk + tk * tn) * elem + 2 * tm * tn * kComputeBytes;  // tiles, product, accumulator
+      k.smem_fill_bytes = static_cast<double>((tm + tn) * kk * elem);
+      k.barriers_per_block = 2 * k.loop + 1;  // load level, multiply-accumulate level; the epilogue's store
+      acc_elems = tm * tn;
+      break;
+    }
+    case OpKind::Reduce:
+    case OpKind::Norm:
+    case OpKind::Softmax: {
+      int dim = n.attrs.dim < 0 ? n.attrs.dim + a.rank : n.attrs.dim;
+      int64_t extent = a.dim(dim);
+      int64_t chunk = std::min(extent, k.threads * kElemsPerThread);
+      k.blocks = a.numel() / extent;
+      k.loop = ceil_div(extent, chunk);
+      k.smem_bytes = chunk * (elem + kComputeBytes);
+      k.smem_fill_bytes = static_cast<double>(extent * elem);
+      // Dependent stages per chunk: reduce = load, combine; rms_norm adds the scale; softmax max, exp-sum,
+      // divide.
+      const OpKind kind = ir::op_info(n.op).kind;
+      int64_t stages = kind == OpKind::Reduce ? 2 : kind == OpKind::Norm ? 3 : 4;
+      k.barriers_per_block = k.loop * stages;
+      break;
+    }
+    default: {  // elementwise and concat: independent tiles
+      int64_t tile = k.threads * kElemsPerThread;
+      k.blocks = ceil_div(out[0].numel(), tile);
+      int64_t in_elem_bytes = 0;
+      for (const auto& x : in) in_elem_bytes += ir::dtype_bytes(x.dtype);
+      k.smem_bytes = tile * (in_elem_bytes + kComputeBytes);
+      k.smem_fill_bytes = k.dram_read_bytes / static_cast<double>(k.blocks);
+      k.barriers_per_block = 1;
+      break;
+    }
+  }
+  k.regs_per_thread = regs_for(acc_elems, k.threads, t);
+  return w;
+}
+
+}  // namespace morgana::search::detail
