@@ -1,0 +1,209 @@
+// Hand cases for the cost model (docs/cost-model.md): each test states the relation it expects and prints the
+// numbers behind it, so a failure (or a recalibration) shows what moved. Runs from the source root.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "ir/parser.h"
+#include "search/cost_model.h"
+#include "targets/target.h"
+#include "tests/common/golden.h"
+
+namespace morgana::search {
+namespace {
+
+const targets::Target& target(const std::string& name) {
+  static const targets::Target h200 = targets::find_target("h200", "targets");
+  static const targets::Target a100 = targets::find_target("a100", "targets");
+  return name == "h200" ? h200 : a100;
+}
+
+ir::Graph parse(const std::string& src) {
+  return ir::parse_module(src, "<test>").programs.at(0);
+}
+
+Cost cost(const std::string& src, const std::string& t = "h200") {
+  return estimate(parse(src), target(t));
+}
+
+Cost cost_file(const std::string& path, const std::string& t = "h200") {
+  return estimate(ir::parse_file(path).programs.at(0), target(t));
+}
+
+// (a) The same row-split f32 matmul (compute-bound on the vector units: W is small and stays in L2) over 132
+// and over 96 blocks. One wave either way on a 132-SM H200; each SM then works on one block, so the grid
+// whose blocks are 1/132 of the work finishes sooner than the one whose blocks are 1/96: expected ratio about
+// 132/96.
+std::string row_split(int blocks, int rows_per_block) {
+  std::string rows = std::to_string(blocks * rows_per_block);
+  return "kernel rows(X: f32[" + rows +
+         ",4096], W: f32[4096,64]) {\n"
+         "  Y = block(X, W) grid=[" +
+         std::to_string(blocks) +
+         ",1,1] threads=128 loop=128 {\n"
+         "    x = iter(X, imap=[0,-,-], fmap=1)\n"
+         "    w = iter(W, imap=[-,-,-], fmap=0)\n"
+         "    p = matmul(x, w)\n"
+         "    a = acc_sum(p)\n"
+         "    save(a, omap=[0,-,-])\n"
+         "  }\n"
+         "  return Y\n"
+         "}\n";
+}
+
+TEST(CostModel, FullWaveOf132BlocksBeats96Blocks) {
+  ASSERT_EQ(target("h200").execution.sms, 132) << "the case is written for the H200's 132 SMs";
+  Cost c132 = cost(row_split(132, 64));
+  Cost c96 = cost(row_split(96, 88));
+  EXPECT_LT(c132.total_us, c96.total_us) << c132.str() << c96.str();
+  double ratio = c96.kernels[0].compute_us / c132.kernels[0].compute_us;
+  EXPECT_NEAR(ratio, 132.0 / 96.0, 0.01) << "compute ratio " << ratio << "\n" << c132.str() << c96.str();
+  std::cout << "132 blocks: " << c132.total_us << " us, 96 blocks: " << c96.total_us << " us\n";
+}
+
+// (b) exp(exp(X)) as one block op versus two predefined kernels. The pair also writes the intermediate and
+// reads it back and pays a second launch: expected difference at least one launch overhead.
+TEST(CostModel, OneKernelBeatsTwo) {
+  Cost two = cost(
+      "kernel two(X: f16[4096,4096]) {\n"
+      "  A = exp(X)\n"
+      "  B = exp(A)\n"
+      "  return B\n"
+      "}\n");
+  Cost one = cost(
+      "kernel one(X: f16[4096,4096]) {\n"
+      "  B = block(X) grid=[4096,1,1] threads=128 loop=1 {\n"
+      "    x = iter(X, imap=[0,-,-])\n"
+      "    a = exp(x)\n"
+      "    b = exp(a)\n"
+      "    c = acc_sum(b)\n"
+      "    save(c, omap=[0,-,-])\n"
+      "  }\n"
+      "  return B\n"
+      "}\n");
+  ASSERT_EQ(two.kernels.size(), 2u);
+  EXPECT_LT(one.total_us + target("h200").cost.launch_overhead_us, two.total_us) << one.str() << two.str();
+  std::cout << "one kernel " << one.total_us << " us, two kernels " << two.total_us << " us\n";
+}
+
+// (c) A large memory-bound elementwise kernel runs at the achievable DRAM bandwidth:
+// f32[16384,8192] read + written = 2 x 536870912 B = 1073.7 MB; / (4800 GB/s x 0.885) = 252.8 us. Within 10%
+// (the rest: barrier latency and one launch).
+const char* kExp =
+    "kernel e(X: f32[16384,8192]) {\n"
+    "  Y = exp(X)\n"
+    "  return Y\n"
+    "}\n";
+
+TEST(CostModel, ElementwiseIsBytesOverBandwidth) {
+  const auto& t = target("h200");
+  Cost c = cost(kExp);
+  double bytes = 2.0 * 16384 * 8192 * 4;
+  double ideal_us = bytes / (t.memory.dram_bandwidth_gbps * 1e9 * t.cost.dram_efficiency) * 1e6;
+  EXPECT_NEAR(c.total_us, ideal_us, 0.1 * ideal_us) << "ideal " << ideal_us << " us\n" << c.str();
+  std::cout << "exp f32[16384,8192]: " << c.total_us << " us, bytes/bandwidth " << ideal_us << " us\n";
+}
+
+// (d) A large f16 matmul runs at the achievable tensor peak: 2 x 8192^3 = 1.0995 TFLOP / (989 TF x 0.67) =
+// 1659 us. Within 10% (wave quantization, barriers, launch).
+TEST(CostModel, LargeMatmulIsFlopsOverTensorPeak) {
+  const auto& t = target("h200");
+  Cost c = cost(
+      "kernel mm(X: f16[8192,8192], W: f16[8192,8192]) {\n"
+      "  Y = matmul(X, W)\n"
+      "  return Y\n"
+      "}\n");
+  double flops = 2.0 * 8192.0 * 8192.0 * 8192.0;
+  double ideal_us = flops / (t.peak.f16_tensor * 1e12 * t.cost.tensor_efficiency) * 1e6;
+  EXPECT_DOUBLE_EQ(c.kernels[0].tensor_flops, flops) << c.str();
+  EXPECT_NEAR(c.total_us, ideal_us, 0.1 * ideal_us) << "ideal " << ideal_us << " us\n" << c.str();
+  std::cout << "matmul 8192^3 f16: " << c.total_us << " us, FLOPs/peak " << ideal_us << " us\n";
+}
+
+// (e) The memory-bound kernel of (c) on the A100 is slower by about the ratio of achievable DRAM bandwidths:
+// (4800 x 0.885) / (2039 x 0.88) = 2.367. Within 10%.
+TEST(CostModel, A100SlowerByBandwidthRatio) {
+  const auto &h = target("h200"), &a = target("a100");
+  double expected = (h.memory.dram_bandwidth_gbps * h.cost.dram_efficiency) /
+                    (a.memory.dram_bandwidth_gbps * a.cost.dram_efficiency);
+  Cost ch = cost(kExp, "h200"), ca = cost(kExp, "a100");
+  double ratio = ca.total_us / ch.total_us;
+  EXPECT_NEAR(ratio, expected, 0.1 * expected) << ch.str() << ca.str();
+  std::cout << "a100 " << ca.total_us << " us / h200 " << ch.total_us << " us = " << ratio
+            << " (bandwidth ratio " << expected << ")\n";
+}
+
+// (f) The fused RMSNorm+Linear μGraph against its spec (an rms_norm kernel, then a matmul kernel): both
+// stream W (50.3 MB) once; the spec adds a launch, the normalized X's round trip and the matmul's longer K
+// loop.
+TEST(CostModel, FusedRmsNormLinearBeatsSpec) {
+  Cost fused = cost_file("examples/mugraphs/rmsnorm_linear_fused.mg");
+  Cost spec = cost_file("examples/rmsnorm_linear_b1.mg");
+  EXPECT_LT(fused.total_us, spec.total_us) << fused.str() << spec.str();
+  std::cout << "rmsnorm+linear fused " << fused.total_us << " us, spec " << spec.total_us << " us\n";
+}
+
+// (g) Split-KV decode attention (1024 blocks over heads x KV splits) against the same computation on 8 blocks
+// of 8 heads each: K and V (134 MB) then stream through 8 SMs, whose shared-memory fill rate, not DRAM,
+// limits.
+TEST(CostModel, SplitKvAttentionBeatsFewSms) {
+  Cost split = cost_file("examples/mugraphs/attention_decode_split_kv.mg");
+  Cost few = cost(
+      "kernel attention_decode_few_sms(Q: f16[64,1,128], K: f16[64,128,4096], V: f16[64,4096,128]) {\n"
+      "  Os, Ls, Ms = block(Q, K, V) grid=[8,1,1] threads=128 loop=128 {\n"
+      "    q = iter(Q, imap=[0,-,-])\n"
+      "    k = iter(K, imap=[0,-,-], fmap=2)\n"
+      "    v = iter(V, imap=[0,-,-], fmap=1)\n"
+      "    s = matmul(q, k)\n"
+      "    m = reduce_max(s, dim=2)\n"
+      "    d = sub(s, m)\n"
+      "    e = exp(d)\n"
+      "    l = reduce_sum(e, dim=2)\n"
+      "    o = matmul(e, v)\n"
+      "    M = acc_max(m)\n"
+      "    Lacc = acc_rescale_sum(l, m)\n"
+      "    Oacc = acc_rescale_sum(o, m)\n"
+      "    save(Oacc, omap=[0,-,-])\n"
+      "    save(Lacc, omap=[0,-,-])\n"
+      "    save(M, omap=[0,-,-])\n"
+      "  }\n"
+      "  Mg = reduce_max(Ms, dim=1)\n"
+      "  Dm = sub(Ms, Mg)\n"
+      "  Wt = exp(Dm)\n"
+      "  OW = mul(Os, Wt)\n"
+      "  LW = mul(Ls, Wt)\n"
+      "  Num = reduce_sum(OW, dim=1)\n"
+      "  Den = reduce_sum(LW, dim=1)\n"
+      "  O = div(Num, Den)\n"
+      "  return O\n"
+      "}\n");
+  ASSERT_TRUE(few.feasible()) << few.str();
+  EXPECT_LT(split.total_us, few.total_us) << split.str() << few.str();
+  std::cout << "decode attention split-KV " << split.total_us << " us, 8 blocks " << few.total_us << " us\n";
+}
+
+// A block whose tiles cannot fit the opt-in shared memory is infeasible, not cheap.
+TEST(CostModel, OversizedBlockIsInfeasible) {
+  Cost c = cost(
+      "kernel big(X: f32[4096,4096]) {\n"
+      "  Y = block(X) grid=[1,1,1] threads=128 loop=1 {\n"
+      "    x = iter(X, imap=[-,-,-])\n"
+      "    a = acc_sum(x)\n"
+      "    save(a, omap=[-,-,-])\n"
+      "  }\n"
+      "  return Y\n"
+      "}\n");
+  EXPECT_FALSE(c.feasible()) << c.str();
+  EXPECT_TRUE(std::isinf(c.total_us)) << c.str();
+}
+
+// The full breakdown of one example, so that any change to the model shows up as a reviewed diff
+// (MORGANA_BLESS=1 rewrites the file).
+TEST(CostModelGolden, RmsNormLinearFused) {
+  morgana::testing::expect_golden("tests/golden/search/rmsnorm_linear_fused.h200.txt",
+                                  cost_file("examples/mugraphs/rmsnorm_linear_fused.mg").str());
+}
+
+}  // namespace
+}  // namespace morgana::search
