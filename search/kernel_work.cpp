@@ -26,7 +26,7 @@ constexpr int64_t kElemsPerThread = 8;
 // a typical floor for compiled tile code, not a hardware number. See docs/cost-model.md, "Occupancy".
 constexpr int64_t kBaseRegsPerThread = 32;
 // Block tiles other than loaded ones are planned in f32 (the lowering computes in f32).
-constexpr int64_t kComputeBytes = 4;
+constexpr ir::DType kComputeType = ir::DType::f32;
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -183,7 +183,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     const auto in = types_of(body, ops);
     const auto out = result_types(body, nd);
     add_flops(w, op_flops(nd.op, in, out, t), blocks * static_cast<double>(epi ? 1 : p.loop));
-    for (const auto& o : out) smem += static_cast<double>(o.numel() * kComputeBytes);
+    for (const auto& o : out) smem += static_cast<double>(o.numel() * ir::dtype_bytes(kComputeType));
     int64_t& level = epi ? epilogue_depth : loop_depth;
     level = std::max(level, d + 1);
     for (int i = 0; i < nd.num_results; ++i) {
@@ -223,7 +223,8 @@ Work predefined_work(const Graph& g, const Node& n, const targets::Target& t) {
       int64_t batch = c.numel() / (m * nn);
       k.blocks = batch * ceil_div(m, tm) * ceil_div(nn, tn);
       k.loop = ceil_div(kk, tk);
-      k.smem_bytes = (tm * tk + tk * tn) * elem + 2 * tm * tn * kComputeBytes;  // tiles, product, accumulator
+      k.smem_bytes = (tm * tk + tk * tn) * elem +
+                     2 * tm * tn * ir::dtype_bytes(kComputeType);  // tiles, product, accumulator
       k.smem_fill_bytes = static_cast<double>((tm + tn) * kk * elem);
       k.barriers_per_block = 2 * k.loop + 1;  // load level, multiply-accumulate level; the epilogue's store
       acc_elems = tm * tn;
@@ -237,7 +238,7 @@ Work predefined_work(const Graph& g, const Node& n, const targets::Target& t) {
       int64_t chunk = std::min(extent, k.threads * kElemsPerThread);
       k.blocks = a.numel() / extent;
       k.loop = ceil_div(extent, chunk);
-      k.smem_bytes = chunk * (elem + kComputeBytes);
+      k.smem_bytes = chunk * (elem + ir::dtype_bytes(kComputeType));
       k.smem_fill_bytes = static_cast<double>(extent * elem);
       // Dependent stages per chunk: reduce = load, combine; rms_norm adds the scale; softmax max, exp-sum,
       // divide.
@@ -251,7 +252,7 @@ Work predefined_work(const Graph& g, const Node& n, const targets::Target& t) {
       k.blocks = ceil_div(out[0].numel(), tile);
       int64_t in_elem_bytes = 0;
       for (const auto& x : in) in_elem_bytes += ir::dtype_bytes(x.dtype);
-      k.smem_bytes = tile * (in_elem_bytes + kComputeBytes);
+      k.smem_bytes = tile * (in_elem_bytes + ir::dtype_bytes(kComputeType));
       k.smem_fill_bytes = k.dram_read_bytes / static_cast<double>(k.blocks);
       k.barriers_per_block = 1;
       break;
