@@ -247,15 +247,22 @@ class LazyInterpreter {
     bool m_scalar_row = m_width == 1;
     V* run_max = alloc_copy(brow(node, b, 0, ops[1], mr), m_width);
     V* new_max = alloc(m_width);
+    // The two rescaling factors depend on the max column only: computed once per column, not per element (a
+    // row max broadcast over a 64-wide output row would otherwise cost 128 exps per row and iteration).
+    V* keep_f = alloc(m_width);
+    V* add_f = alloc(m_width);
     for (int64_t t = 1; t < loop; ++t) {
       Row m = brow(node, b, t, ops[1], mr);
       Row x = brow(node, b, t, ops[0], r);
-      for (int64_t c = 0; c < m_width; ++c) new_max[c] = d_.binary(FieldSem::Max, run_max[c], m[c]);
+      for (int64_t c = 0; c < m_width; ++c) {
+        new_max[c] = d_.binary(FieldSem::Max, run_max[c], m[c]);
+        keep_f[c] = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, run_max[c], new_max[c]), 0);
+        add_f[c] = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, m[c], new_max[c]), 0);
+      }
       for (int64_t c = 0; c < width; ++c) {
         int64_t mc = m_scalar_row ? 0 : c;
-        V keep_f = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, run_max[mc], new_max[mc]), 0);
-        V add_f = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, m[mc], new_max[mc]), 0);
-        acc[c] = bin(full, FieldSem::Add, bin(full, FieldSem::Mul, acc[c], keep_f), bin(full, FieldSem::Mul, x[c], add_f));
+        acc[c] = bin(full, FieldSem::Add, bin(full, FieldSem::Mul, acc[c], keep_f[mc]),
+                     bin(full, FieldSem::Mul, x[c], add_f[mc]));
       }
       std::swap(run_max, new_max);
     }
