@@ -88,27 +88,28 @@ class FieldDomain {
   // cheap enough to draw a million inputs at a time. Without `with_q` the Z_q part is 0 (for inputs whose Z_q part
   // cannot matter, exponent_use.h); the Z_p part is the same either way.
   Value random_at(uint64_t seed, uint64_t stream, uint64_t index, bool with_q = true) const {
-    return random_counter((seed ^ (stream * 0xd1b54a32d192ed03ULL)) + index * (2 * kGoldenGamma), with_q);
+    return random_counter((seed ^ (stream * 0xd1b54a32d192ed03ULL)) + index * (2 * kWyStep), with_q);
   }
   // out[i] = random_at(seed, stream, i, with_q) for i < n, in a loop the compiler can keep tight.
   void random_fill(uint64_t seed, uint64_t stream, Value* out, size_t n, bool with_q) const {
     uint64_t c = seed ^ (stream * 0xd1b54a32d192ed03ULL);
     if (with_q)
-      for (size_t i = 0; i < n; ++i, c += 2 * kGoldenGamma) out[i] = random_counter(c, true);
+      for (size_t i = 0; i < n; ++i, c += 2 * kWyStep) out[i] = random_counter(c, true);
     else
-      for (size_t i = 0; i < n; ++i, c += 2 * kGoldenGamma) out[i] = random_counter(c, false);
+      for (size_t i = 0; i < n; ++i, c += 2 * kWyStep) out[i] = random_counter(c, false);
   }
   uint64_t omega() const { return omega_; }
 
  private:
   Value oracle(uint64_t tag, Value a, Value b = {}) const;
-  // u and v from mixes of two counters; rejection (rare: p is just below 2^63, q = 2^31 - 1) re-mixes with a salt.
+  // u and v from wyrand outputs at two counters; rejection (rare: p is just below 2^63, q = 2^31 - 1) re-mixes
+  // with a salt.
   Value random_counter(uint64_t c, bool with_q = true) const {
-    uint64_t u = mix64(c + kGoldenGamma) >> 1, v = 0;
-    for (uint64_t salt = 1; u >= p_; ++salt) u = mix64(c + kGoldenGamma + salt * 0x632be59bd9b4e019ULL) >> 1;
+    uint64_t u = wymix(c + kWyStep) >> 1, v = 0;
+    for (uint64_t salt = 1; u >= p_; ++salt) u = mix64(c + kWyStep + salt * 0x632be59bd9b4e019ULL) >> 1;
     if (with_q) {
-      v = mix64(c + 2 * kGoldenGamma) >> 33;
-      for (uint64_t salt = 1; v >= q_; ++salt) v = mix64(c + 2 * kGoldenGamma + salt * 0x632be59bd9b4e019ULL) >> 33;
+      v = wymix(c + 2 * kWyStep) >> 33;
+      for (uint64_t salt = 1; v >= q_; ++salt) v = mix64(c + 2 * kWyStep + salt * 0x632be59bd9b4e019ULL) >> 33;
     }
     return {u, v};
   }
