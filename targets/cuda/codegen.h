@@ -16,12 +16,14 @@
 #include "ir/graph.h"
 #include "targets/lower/emit.h"
 #include "targets/lower/kernel_ir.h"
+#include "targets/lower/lower.h"
 #include "targets/target.h"
 
 namespace morgana::cuda {
 
 // lower::lower for an NVIDIA target (a UserError for any other vendor).
-lower::LoweredProgram lower(const ir::Graph& g, const targets::Target& target);
+lower::LoweredProgram lower(const ir::Graph& g, const targets::Target& target,
+                            const lower::LowerOptions& options = {});
 
 // CUDA C++ for a program lowered for `target`: one extern "C" __global__ function per kernel, named by its entry
 // symbol. Compiles with NVRTC given the returned headers and no include path.

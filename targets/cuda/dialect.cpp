@@ -38,9 +38,9 @@ const lower::Dialect& cuda_dialect() {
   return kCuda;
 }
 
-lower::LoweredProgram lower(const ir::Graph& g, const targets::Target& target) {
+lower::LoweredProgram lower(const ir::Graph& g, const targets::Target& target, const lower::LowerOptions& options) {
   require_nvidia(target);
-  return lower::lower(g, target);
+  return lower::lower(g, target, options);
 }
 
 lower::GeneratedSource emit_cuda(const lower::LoweredProgram& p, const targets::Target& target) {

@@ -250,7 +250,7 @@ class Emitter {
     static const char* const kBlock[3] = {"bx", "by", "bz"};
     std::string indices;
     for (size_t g = 0; g < 3; ++g) {
-      bool used = false;
+      bool used = k.scratch_bytes > 0;  // the scratch slice is indexed by the block
       for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
         for (const Stmt& s : *list)
           for (const Affine& a : s.origin) used = used || a.block[g] != 0;
@@ -270,11 +270,22 @@ class Emitter {
                std::string(ir::dtype_name(g.dtype)) + dims_text(g.shape),
            origin);
     }
+    if (k.scratch_bytes > 0) {
+      // Tiles that did not fit in shared memory (LowerOptions::spill_to_global): this block's scratch slice.
+      std::string ws;
+      for (const Param& q : p_.params)
+        if (q.role == Role::workspace) ws = "p_" + q.name;
+      line(in + std::string(d_.byte_type) + "* const mg_scratch = " + ws + " + " + std::to_string(k.scratch_offset) +
+               " + ((bz * " + std::to_string(k.grid[1]) + " + by) * " + std::to_string(k.grid[0]) + " + bx) * " +
+               std::to_string(k.scratch_bytes) + ";",
+           origin);
+    }
     for (const Tile& tile : k.tiles) {
+      const char* base = tile.space == Space::global ? "mg_scratch" : "mg_smem";
       line(in + "using S_" + tile.name + " = mg::Shape<" + join(pad4(tile.shape, 1)) + ">;", tile.from.str());
-      line(in + storage(tile.dtype) + "* const t_" + tile.name + " = reinterpret_cast<" + storage(tile.dtype) +
-               "*>(mg_smem + " + std::to_string(tile.offset) + ");  // " + std::string(ir::dtype_name(tile.dtype)) +
-               dims_text(tile.shape),
+      line(in + storage(tile.dtype) + "* const t_" + tile.name + " = reinterpret_cast<" + storage(tile.dtype) + "*>(" +
+               base + " + " + std::to_string(tile.offset) + ");  // " + std::string(ir::dtype_name(tile.dtype)) +
+               dims_text(tile.shape) + (tile.space == Space::global ? ", spilled to global memory" : ""),
            tile.from.str());
     }
     last_text_.clear();

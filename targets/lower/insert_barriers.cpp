@@ -1,6 +1,6 @@
 // Pass 5 of the lowering: barriers. Every statement is executed by all threads of the block, each thread taking
-// its own elements, so a statement that reads shared memory another statement wrote (or writes memory another one
-// read or wrote) since the last barrier must wait for it. Hazards are judged on the byte ranges the plan gave the
+// its own elements, so a statement that reads tile memory another statement wrote (or writes memory another one
+// read or wrote) since the last barrier must wait for it (a barrier orders the block's shared and global memory). Hazards are judged on the byte ranges the plan gave the
 // tiles, so space reuse is covered too. A statement's own reads and writes never conflict: a tile library takes
 // each element's inputs and writes it in the same thread (elementwise ops in place), or synchronises inside the
 // statement. A loop body that runs more than once ends with a barrier, so that the next iteration's loads cannot
@@ -13,7 +13,9 @@ namespace morgana::lower {
 
 namespace {
 
-using Range = std::pair<int64_t, int64_t>;  // [begin, end) bytes
+// [begin, end) bytes; global scratch tiles are placed after every shared byte, so the two spaces never overlap.
+using Range = std::pair<int64_t, int64_t>;
+constexpr int64_t kGlobalBase = int64_t{1} << 48;
 
 bool hits(const std::vector<Range>& set, const Range& r) {
   for (const Range& s : set)
@@ -65,7 +67,8 @@ class Barriers {
     std::vector<Range> r;
     for (int t : tiles) {
       const Tile& tile = k_.tiles[static_cast<size_t>(t)];
-      r.emplace_back(tile.offset, tile.offset + tile.bytes());
+      int64_t base = tile.space == Space::global ? kGlobalBase : 0;
+      r.emplace_back(base + tile.offset, base + tile.offset + tile.bytes());
     }
     return r;
   }

@@ -121,7 +121,8 @@ class Machine {
       for (b_[1] = 0; b_[1] < k.grid[1]; ++b_[1])
         for (b_[0] = 0; b_[0] < k.grid[0]; ++b_[0]) {
           smem_.v.assign(static_cast<size_t>((k.smem_bytes + 1) / 2), NAN);
-          state_.assign(smem_.v.size(), CellState{});
+          state_.assign(smem_.v.size() + static_cast<size_t>((k.scratch_bytes + 1) / 2), CellState{});
+          scratch_base_ = k.scratch_offset + ((b_[2] * k.grid[1] + b_[1]) * k.grid[0] + b_[0]) * k.scratch_bytes;
           it_ = 0;
           for (const Stmt& s : k.prologue) stmt(s);
           for (it_ = 0; it_ < k.loop; ++it_)
@@ -132,14 +133,33 @@ class Machine {
   }
 
   // A whole tile, read as a statement reads it: every cell is checked for a race and for damage.
+  // Where a tile's bytes live: the block's shared memory, or its slice of the workspace's scratch region. Cell
+  // states of both are kept in state_, shared memory first.
+  struct Place {
+    Cells* cells;
+    int64_t base;        // byte of the tile's first element in `cells`
+    int64_t state_base;  // cell index of that byte in state_
+    int64_t limit;       // bytes of the space the block owns
+  };
+  Place place(const Tile& t) {
+    if (t.space == Space::shared) return {&smem_, t.offset, t.offset / 2, k_->smem_bytes};
+    for (size_t i = 0; i < p_.params.size(); ++i)
+      if (p_.params[i].role == Role::workspace)
+        return {&params_[i], scratch_base_ + t.offset, static_cast<int64_t>(smem_.v.size()) + t.offset / 2,
+                k_->scratch_bytes};
+    MG_CHECK(false, "a spilled tile but no workspace");
+    return {};
+  }
+
   std::vector<float> get(int tile, const Stmt& s) {
     const Tile& t = k_->tiles[static_cast<size_t>(tile)];
     const int64_t es = ir::dtype_bytes(t.dtype), n = t.numel();
+    const Place at = place(t);
+    if (t.offset + n * es > at.limit) fail(s, "tile '" + t.name + "' lies outside the block's tile memory");
     std::vector<float> v(static_cast<size_t>(n));
     for (int64_t e = 0; e < n; ++e) {
-      int64_t byte = t.offset + e * es;
-      for (int64_t c = byte / 2; c < (byte + es) / 2; ++c) {
-        if (c >= static_cast<int64_t>(state_.size())) fail(s, "tile '" + t.name + "' lies outside the block's shared memory");
+      int64_t byte = at.base + e * es;
+      for (int64_t c = at.state_base + e * es / 2; c < at.state_base + (e + 1) * es / 2; ++c) {
         CellState& st = state_[static_cast<size_t>(c)];
         if (st.write_epoch < 0) fail(s, "reads tile '" + t.name + "' element " + std::to_string(e) + ", which nothing wrote");
         if (st.write_epoch == epoch_ && st.write_inst != inst_)
@@ -147,8 +167,8 @@ class Machine {
         st.read_inst = st.read_epoch == epoch_ && st.read_inst != inst_ ? -2 : inst_;
         st.read_epoch = epoch_;
       }
-      double x = read(smem_, byte, t.dtype);
-      if (t.dtype == ir::DType::f32 && !same(x, smem_.v[static_cast<size_t>(byte / 2 + 1)]))
+      double x = read(*at.cells, byte, t.dtype);
+      if (t.dtype == ir::DType::f32 && !same(x, at.cells->v[static_cast<size_t>(byte / 2 + 1)]))
         fail(s, "tile '" + t.name + "' was overwritten by another tile (overlapping shared-memory plan)");
       v[static_cast<size_t>(e)] = static_cast<float>(x);
     }
@@ -159,10 +179,12 @@ class Machine {
     const Tile& t = k_->tiles[static_cast<size_t>(tile)];
     const int64_t es = ir::dtype_bytes(t.dtype);
     MG_CHECK(static_cast<int64_t>(v.size()) == t.numel(), "execute: tile size mismatch");
+    const Place at = place(t);
+    if (t.offset + t.numel() * es > at.limit) fail(s, "tile '" + t.name + "' lies outside the block's tile memory");
     for (size_t e = 0; e < v.size(); ++e) {
-      int64_t byte = t.offset + static_cast<int64_t>(e) * es;
-      for (int64_t c = byte / 2; c < (byte + es) / 2; ++c) {
-        if (c >= static_cast<int64_t>(state_.size())) fail(s, "tile '" + t.name + "' lies outside the block's shared memory");
+      auto ei = static_cast<int64_t>(e);
+      int64_t byte = at.base + ei * es;
+      for (int64_t c = at.state_base + ei * es / 2; c < at.state_base + (ei + 1) * es / 2; ++c) {
         CellState& st = state_[static_cast<size_t>(c)];
         if (st.write_epoch == epoch_ && st.write_inst != inst_)
           fail(s, "writes tile '" + t.name + "', written since the last barrier by another statement (missing barrier)");
@@ -171,7 +193,7 @@ class Machine {
         st.write_inst = inst_;
         st.write_epoch = epoch_;
       }
-      write(smem_, byte, t.dtype, v[e]);
+      write(*at.cells, byte, t.dtype, v[e]);
     }
   }
 
@@ -344,6 +366,7 @@ class Machine {
   std::vector<CellState> state_;
   std::array<int64_t, 3> b_{};
   int64_t it_ = 0;
+  int64_t scratch_base_ = 0;  // byte of this block's scratch slice in the workspace
   int64_t epoch_ = 0, inst_ = 0;
 };
 

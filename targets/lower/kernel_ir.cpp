@@ -132,9 +132,12 @@ std::string print(const LoweredProgram& p) {
     out += "kernel " + k.entry + " grid " + list({k.grid.begin(), k.grid.end()}) + " block " +
            list({k.block.begin(), k.block.end()}) + " smem " + std::to_string(k.smem_bytes) + " loop " +
            std::to_string(k.loop) + "  # " + k.from.str() + "\n";
+    if (k.scratch_bytes)
+      out += "  scratch " + std::to_string(k.scratch_bytes) + " bytes per block at workspace + " +
+             std::to_string(k.scratch_offset) + "\n";
     for (const Tile& t : k.tiles)
-      out += "  tile " + t.name + " " + std::string(ir::dtype_name(t.dtype)) + list(t.shape) + " @" +
-             std::to_string(t.offset) + "\n";
+      out += "  tile " + t.name + " " + std::string(ir::dtype_name(t.dtype)) + list(t.shape) +
+             (t.space == Space::global ? " scratch @" : " @") + std::to_string(t.offset) + "\n";
     const std::pair<const char*, const std::vector<Stmt>*> sections[] = {
         {"prologue", &k.prologue}, {"body", &k.body}, {"epilogue", &k.epilogue}};
     for (const auto& [name, stmts] : sections) {

@@ -51,7 +51,9 @@ struct GlobalTensor {
 };
 
 enum class Space : uint8_t {
-  shared,  // the block's dynamic shared memory (every tile, for now; level-3 register tiles come later)
+  shared,  // the block's dynamic shared memory (level-3 register tiles come later)
+  global,  // the block's own slice of a scratch region of the workspace: only for tiles that do not fit in
+           // shared memory, when the caller allows spilling (LowerOptions::spill_to_global)
 };
 
 // A dense row-major array the block works on.
@@ -60,7 +62,7 @@ struct Tile {
   ir::DType dtype = ir::DType::f32;  // a loaded tile keeps its tensor's type; computed tiles are f32
   std::vector<int64_t> shape;
   Space space = Space::shared;
-  int64_t offset = 0;  // bytes from the start of the block's shared memory (set by the shared-memory plan)
+  int64_t offset = 0;  // bytes from the start of the block's shared memory or scratch slice (set by the plan)
   Origin from;
 
   int64_t numel() const;
@@ -111,6 +113,9 @@ struct Kernel {
   std::array<int64_t, 3> grid{1, 1, 1};
   std::array<int64_t, 3> block{1, 1, 1};  // threads per block (x only, for now)
   int64_t smem_bytes = 0;                 // dynamic shared memory per block
+  int64_t scratch_bytes = 0;              // global scratch per block (spilled tiles); 0 normally
+  int64_t scratch_offset = 0;             // where block 0's scratch slice starts in the workspace; block
+                                          // (bx,by,bz) uses the slice ((bz*grid_y + by)*grid_x + bx)
   int64_t loop = 1;                       // trip count of the body
   std::vector<Tile> tiles;
   std::vector<Stmt> prologue, body, epilogue;  // body runs for it = 0 .. loop-1

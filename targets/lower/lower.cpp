@@ -2,6 +2,7 @@
 // where each kernel-level tensor lives, and the kernels' entry symbols.
 #include "targets/lower/lower.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "ir/printer.h"
@@ -25,16 +26,16 @@ std::vector<int64_t> strides(const ir::TensorType& t) {
 
 }  // namespace
 
-LoweredProgram lower(const ir::Graph& g, const targets::Target& target) {
+LoweredProgram lower(const ir::Graph& g, const targets::Target& target, const LowerOptions& options) {
   ir::verify_or_throw(g);
   TiledGraph tiled = tile_kernel_ops(g, target);
   std::vector<ir::VerifyIssue> issues = ir::verify(tiled.graph);
   MG_CHECK(issues.empty(), "tile_kernel_ops made an invalid graph: " +
                                (issues.empty() ? std::string() : ir::format_issue(tiled.graph, issues[0])));
-  return lower_tiled(tiled, target);
+  return lower_tiled(tiled, target, options);
 }
 
-LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& target) {
+LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& target, const LowerOptions& options) {
   const ir::Graph& g = tiled.graph;
   std::vector<std::string> names = ir::printed_names(g);
   LoweredProgram p;
@@ -70,14 +71,6 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
       p.tensors.push_back({names[t], type.dtype, dims(type), strides(type), -1, offset});
     }
   }
-  if (p.workspace_bytes > 0) {
-    p.workspace_bytes = align_up(p.workspace_bytes, kWorkspaceAlign);
-    std::string name = "workspace";
-    for (int i = 2; param_names.count(name); ++i) name = "workspace" + std::to_string(i);
-    p.params.push_back({name, Role::workspace, ir::DType::f32, {p.workspace_bytes / 4}, {1}});
-    for (size_t t : in_workspace) p.tensors[t].param = static_cast<int>(p.params.size() - 1);
-  }
-
   for (ir::NodeId id = 0; id < g.nodes().size(); ++id) {
     const ir::Node& n = g.node(id);
     if (n.op != ir::OpCode::block) continue;
@@ -102,10 +95,27 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
                           " threads per block of target '" + target.identity.name + "'",
                       site.from.loc);
     Kernel k = lower_block(site);
-    plan_shared_memory(k, target);
+    plan_shared_memory(k, target, options.spill_to_global);
     insert_barriers(k);
     k.entry = p.name + "_k" + std::to_string(p.kernels.size()) + "_" + names[g.result(n)];
     p.kernels.push_back(std::move(k));
+  }
+
+  // Spilled tiles: one scratch region after the intermediates, shared by the kernels (they run one after another),
+  // a slice per block.
+  int64_t scratch = 0;
+  for (const Kernel& k : p.kernels) scratch = std::max(scratch, k.scratch_bytes * k.grid[0] * k.grid[1] * k.grid[2]);
+  if (scratch > 0) {
+    int64_t offset = align_up(p.workspace_bytes, kWorkspaceAlign);
+    for (Kernel& k : p.kernels) k.scratch_offset = offset;
+    p.workspace_bytes = offset + scratch;
+  }
+  if (p.workspace_bytes > 0) {
+    p.workspace_bytes = align_up(p.workspace_bytes, kWorkspaceAlign);
+    std::string name = "workspace";
+    for (int i = 2; param_names.count(name); ++i) name = "workspace" + std::to_string(i);
+    p.params.push_back({name, Role::workspace, ir::DType::f32, {p.workspace_bytes / 4}, {1}});
+    for (size_t t : in_workspace) p.tensors[t].param = static_cast<int>(p.params.size() - 1);
   }
   return p;
 }

@@ -6,6 +6,7 @@
 //                                           returned twice get a copy
 //   3. lower_block (per block op)           block graph -> one kernel: sections, tiles, statements
 //   4. plan_shared_memory (per kernel)      tile offsets; a block op whose tiles do not fit is a UserError
+//                                           (or, if allowed, spills tiles to global scratch)
 //   5. insert_barriers (per kernel)         barriers between statements that share shared memory
 // then the program's parameters, workspace layout and entry symbols.
 #pragma once
@@ -19,9 +20,16 @@
 
 namespace morgana::lower {
 
+struct LowerOptions {
+  // A block op whose tiles exceed the target's shared memory is a UserError (the μGraph is not valid for the
+  // target). With this set, its largest tiles go to a per-block scratch region of the workspace in global memory
+  // instead: slow, but it runs, which helps to try a hand-written μGraph. The search never needs it.
+  bool spill_to_global = false;
+};
+
 // Lowers `g` for `target`. Throws morgana::UserError when the graph is invalid or does not fit the target (tiles
-// beyond shared memory, too many threads), naming the block op and its source position.
-LoweredProgram lower(const ir::Graph& g, const targets::Target& target);
+// beyond shared memory unless spilling is allowed, too many threads), naming the block op and its source position.
+LoweredProgram lower(const ir::Graph& g, const targets::Target& target, const LowerOptions& options = {});
 
 // The result of pass 2: a kernel graph whose ops are all block ops (besides inputs and outputs).
 struct TiledGraph {
@@ -35,7 +43,8 @@ struct TiledGraph {
 TiledGraph tile_kernel_ops(const ir::Graph& g, const targets::Target& target);
 
 // Passes 3-5 and the program layout, on the output of pass 2.
-LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& target);
+LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& target,
+                           const LowerOptions& options = {});
 
 // The threads per block the default tilings use: four warps (waves), within the target's limit.
 int64_t default_threads(const targets::Target& target);

@@ -25,12 +25,13 @@ struct BlockSite {
 // statements in node order with each load placed just before its first use. Offsets and barriers come later.
 Kernel lower_block(const BlockSite& site);
 
-// Pass 4, first half: liveness-based shared-memory offsets (a tile may reuse the space of tiles that are dead, an
-// elementwise op may write over an operand that dies there); returns the bytes the block needs.
-int64_t assign_offsets(Kernel& k);
+// Pass 4, first half: liveness-based offsets of the tiles in `space` (a tile may reuse the space of tiles that are
+// dead, an elementwise op may write over an operand that dies there); returns the bytes the block needs there.
+int64_t assign_offsets(Kernel& k, Space space = Space::shared);
 
-// Pass 4: assign_offsets, then a UserError naming the block op when the bytes exceed the target's limit.
-void plan_shared_memory(Kernel& k, const targets::Target& target);
+// Pass 4: assign_offsets, then, when the bytes exceed the target's limit, either a UserError naming the block op,
+// or with `spill`, moving the largest tiles live at the peak to global scratch until the rest fits.
+void plan_shared_memory(Kernel& k, const targets::Target& target, bool spill);
 
 // Pass 5: a barrier before each statement that reads shared memory written, or writes shared memory touched, since
 // the last barrier, and at the end of a loop body that runs more than once.

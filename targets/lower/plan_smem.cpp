@@ -71,10 +71,12 @@ std::vector<Interval> lifetimes(const Kernel& k) {
 
 }  // namespace
 
-int64_t assign_offsets(Kernel& k) {
+int64_t assign_offsets(Kernel& k, Space space) {
   const size_t n_tiles = k.tiles.size();
   std::vector<const Stmt*> order = statements(k);
   std::vector<Interval> live = lifetimes(k);
+  for (size_t t = 0; t < n_tiles; ++t)
+    if (k.tiles[t].space != space) live[t] = Interval{};  // planned with its own space
 
   // Buffers: groups of tiles that share space (a tile and the elementwise results written over it).
   std::vector<size_t> group(n_tiles);
@@ -89,8 +91,8 @@ int64_t assign_offsets(Kernel& k) {
       const Tile& t = k.tiles[static_cast<size_t>(x)];
       size_t gx = group[static_cast<size_t>(x)], gd = group[static_cast<size_t>(s.dst)];
       auto p = static_cast<int64_t>(pos);
-      if (t.dtype != d.dtype || t.shape != d.shape || span[gx].end != p || live[static_cast<size_t>(s.dst)].start != p ||
-          gd != static_cast<size_t>(s.dst))
+      if (t.dtype != d.dtype || t.shape != d.shape || t.space != space || d.space != space || span[gx].end != p ||
+          live[static_cast<size_t>(s.dst)].start != p || gd != static_cast<size_t>(s.dst))
         continue;
       group[static_cast<size_t>(s.dst)] = gx;
       span[gx].end = std::max(span[gx].end, live[static_cast<size_t>(s.dst)].end);
@@ -127,30 +129,31 @@ int64_t assign_offsets(Kernel& k) {
     placed.push_back(g);
     peak = std::max(peak, at + size[g]);
   }
-  for (size_t t = 0; t < n_tiles; ++t) k.tiles[t].offset = offset[group[t]];
+  for (size_t t = 0; t < n_tiles; ++t)
+    if (k.tiles[t].space == space) k.tiles[t].offset = offset[group[t]];
   return peak;
 }
 
-void plan_shared_memory(Kernel& k, const targets::Target& target) {
-  k.smem_bytes = assign_offsets(k);
-  int64_t limit = shared_memory_limit(target);
-  if (k.smem_bytes <= limit) return;
-  // Name the largest tiles live together where most bytes are live (tiles sharing space counted once).
+namespace {
+
+// The shared tiles live together where most shared bytes are live (tiles sharing space counted once), largest
+// first.
+std::vector<Tile*> live_at_peak(Kernel& k) {
   std::vector<Interval> live = lifetimes(k);
   auto live_at = [&](int64_t pos) {
-    std::vector<const Tile*> tiles;
+    std::vector<Tile*> tiles;
     for (size_t t = 0; t < k.tiles.size(); ++t) {
-      if (live[t].start > pos || pos > live[t].end) continue;
+      if (k.tiles[t].space != Space::shared || live[t].start > pos || pos > live[t].end) continue;
       auto same = std::find_if(tiles.begin(), tiles.end(), [&](const Tile* o) { return o->offset == k.tiles[t].offset; });
       if (same == tiles.end()) tiles.push_back(&k.tiles[t]);
     }
     std::stable_sort(tiles.begin(), tiles.end(), [](const Tile* a, const Tile* b) { return a->bytes() > b->bytes(); });
     return tiles;
   };
-  std::vector<const Tile*> big;
+  std::vector<Tile*> big;
   int64_t best = -1;
   for (int64_t pos = 0; pos < static_cast<int64_t>(statements(k).size()); ++pos) {
-    std::vector<const Tile*> tiles = live_at(pos);
+    std::vector<Tile*> tiles = live_at(pos);
     int64_t sum = 0;
     for (const Tile* t : tiles) sum += t->bytes();
     if (sum > best) {
@@ -158,6 +161,28 @@ void plan_shared_memory(Kernel& k, const targets::Target& target) {
       big = std::move(tiles);
     }
   }
+  return big;
+}
+
+}  // namespace
+
+void plan_shared_memory(Kernel& k, const targets::Target& target, bool spill) {
+  k.smem_bytes = assign_offsets(k, Space::shared);
+  int64_t limit = shared_memory_limit(target);
+  if (spill) {
+    // Spill the largest tile of the peak until the rest fits (an elementwise op whose operand went to the other
+    // space simply stops working in place: offsets are planned per space).
+    while (k.smem_bytes > limit) {
+      std::vector<Tile*> peak = live_at_peak(k);
+      MG_CHECK(!peak.empty(), "shared memory over its limit with no shared tile");
+      peak.front()->space = Space::global;
+      k.smem_bytes = assign_offsets(k, Space::shared);
+    }
+    k.scratch_bytes = assign_offsets(k, Space::global);
+    return;
+  }
+  if (k.smem_bytes <= limit) return;
+  std::vector<Tile*> big = live_at_peak(k);
   std::string largest;
   for (size_t i = 0; i < big.size() && i < 3; ++i) {
     std::string shape;

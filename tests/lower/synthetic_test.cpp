@@ -88,6 +88,43 @@ TEST(SyntheticTarget, TilesThatDoNotFitAreAUserErrorAtTheBlockOp) {
   }
 }
 
+TEST(SyntheticTarget, SpillingToGlobalMemoryRunsWhatDoesNotFit) {
+  targets::Target t = tiny();
+  ir::Graph g = std::move(ir::parse_file("tests/lower/specs/flash_small.mg").programs[0]);
+  EXPECT_THROW(lower::lower(g, t), UserError);
+  lower::LowerOptions o;
+  o.spill_to_global = true;
+  lower::LoweredProgram p = lower::lower(g, t, o);
+  ASSERT_EQ(p.kernels.size(), 1u);
+  const lower::Kernel& k = p.kernels[0];
+  EXPECT_LE(k.smem_bytes, 8192);
+  EXPECT_GT(k.scratch_bytes, 0);
+  EXPECT_GE(p.workspace_bytes, k.scratch_offset + k.scratch_bytes * k.grid[0] * k.grid[1] * k.grid[2]);
+  EXPECT_NE(cuda::emit_cuda(p, t).text.find("mg_scratch"), std::string::npos);
+  std::vector<verify::FloatArray> in = verify::random_inputs(g, 5);
+  std::vector<verify::FloatArray> want = verify::eval_float(g, in);
+  std::vector<std::vector<double>> got = run_on_cpu(p, in);
+  expect_close(got[0], want[0], "O");
+  // Every μGraph that does not fit runs once spilled (the scratch slices of many blocks must not collide).
+  int spilled = 0;
+  for (const TestProgram& tp : test_programs()) {
+    if (tp.graph.num_tensors() == 0 || tp.id.find("examples/") == 0) continue;  // small programs only
+    try {
+      lower::lower(tp.graph, t);
+      continue;
+    } catch (const UserError&) {
+    }
+    SCOPED_TRACE(tp.id);
+    lower::LoweredProgram sp = lower::lower(tp.graph, t, o);
+    std::vector<verify::FloatArray> x = verify::random_inputs(tp.graph, 5);
+    std::vector<verify::FloatArray> r = verify::eval_float(tp.graph, x);
+    std::vector<std::vector<double>> c = run_on_cpu(sp, x);
+    for (size_t i = 0; i < c.size(); ++i) expect_close(c[i], r[i], "output " + std::to_string(i));
+    ++spilled;
+  }
+  EXPECT_GE(spilled, 1);
+}
+
 TEST(SyntheticTarget, TooManyThreadsIsAUserError) {
   ir::Module m = ir::parse_module(
       "kernel k(X: f32[4096]) {\n"

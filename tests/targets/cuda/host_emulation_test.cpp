@@ -122,50 +122,85 @@ void run_and_compare(const Library& lib, const lower::LoweredProgram& p, const i
   }
 }
 
+// A temporary folder holding the tile library, removed at the end.
+class WorkDir {
+ public:
+  WorkDir() : path_(fs::temp_directory_path() / ("morgana_host_emulation_" + std::to_string(getpid()))) {
+    fs::create_directories(path_);
+    for (const lower::EmbeddedHeader& h : cuda::cuda_device_headers())
+      std::ofstream(path_ / std::string(h.name), std::ios::binary) << h.text;
+  }
+  ~WorkDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Lowers the programs of one file for `t`, compiles them for the host in one library, runs and checks each.
+// Returns how many ran.
+int emulate_file(const std::string& file, const std::vector<const TestProgram*>& list, const targets::Target& t,
+                 const lower::LowerOptions& options, const WorkDir& dir, const char* cxx) {
+  SCOPED_TRACE(file + " on " + t.identity.name);
+  std::string source = "#include \"host_prelude.h\"\n";
+  std::vector<std::pair<lower::LoweredProgram, const ir::Graph*>> lowered;
+  for (const TestProgram* tp : list) {
+    try {
+      lowered.emplace_back(cuda::lower(tp->graph, t, options), &tp->graph);
+    } catch (const UserError&) {
+      continue;
+    }
+    source += cuda::emit_cuda(lowered.back().first, t).text + runners(lowered.back().first);
+  }
+  if (lowered.empty()) return 0;
+  fs::path cpp = dir.path() / "prog.cpp", so = dir.path() / (fs::path(file).stem().string() + ".so"),
+           log = dir.path() / "log.txt";
+  std::ofstream(cpp) << source;
+  std::string cmd = std::string(cxx) + " -std=c++20 -O1 -pthread -shared -fPIC -w -I" + dir.path().string() + " -I" +
+                    (fs::current_path() / "tests/targets/cuda").string() + " -o " + so.string() + " " +
+                    cpp.string() + " > " + log.string() + " 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    ADD_FAILURE() << read_file(log);
+    return 0;
+  }
+  Library lib(so.string());
+  if (!lib.ok()) {
+    ADD_FAILURE() << dlerror();
+    return 0;
+  }
+  for (const auto& [p, g] : lowered) {
+    SCOPED_TRACE(p.name);
+    run_and_compare(lib, p, *g);
+  }
+  return static_cast<int>(lowered.size());
+}
+
 TEST(HostEmulation, GeneratedCudaComputesTheReference) {
   const char* cxx = std::getenv("MORGANA_HOST_CXX");
   if (!cxx || !*cxx) GTEST_SKIP() << "MORGANA_HOST_CXX is not set";
   targets::Target t = targets::load_target("targets/cuda/h100.toml");
-  fs::path dir = fs::temp_directory_path() / ("morgana_host_emulation_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  for (const lower::EmbeddedHeader& h : cuda::cuda_device_headers())
-    std::ofstream(dir / std::string(h.name), std::ios::binary) << h.text;
-
+  WorkDir dir;
   // Programs by file: one compile per file (a catalogue file holds a reference and a candidate).
   std::map<std::string, std::vector<const TestProgram*>> by_file;
   std::vector<TestProgram> programs = test_programs();
   for (const TestProgram& tp : programs)
     if (elements(tp.graph) <= (1 << 18)) by_file[tp.id.substr(0, tp.id.find(':'))].push_back(&tp);
   int ran = 0;
-  for (const auto& [file, list] : by_file) {
-    SCOPED_TRACE(file);
-    std::string source = "#include \"host_prelude.h\"\n";
-    std::vector<std::pair<lower::LoweredProgram, const ir::Graph*>> lowered;
-    for (const TestProgram* tp : list) {
-      try {
-        lowered.emplace_back(cuda::lower(tp->graph, t), &tp->graph);
-      } catch (const UserError&) {
-        continue;
-      }
-      source += cuda::emit_cuda(lowered.back().first, t).text + runners(lowered.back().first);
-    }
-    if (lowered.empty()) continue;
-    fs::path cpp = dir / "prog.cpp", so = dir / (fs::path(file).stem().string() + ".so"), log = dir / "log.txt";
-    std::ofstream(cpp) << source;
-    std::string cmd = std::string(cxx) + " -std=c++20 -O1 -pthread -shared -fPIC -w -I" + dir.string() + " -I" +
-                      (fs::current_path() / "tests/targets/cuda").string() + " -o " + so.string() + " " +
-                      cpp.string() + " > " + log.string() + " 2>&1";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(log);
-    Library lib(so.string());
-    ASSERT_TRUE(lib.ok()) << dlerror();
-    for (const auto& [p, g] : lowered) {
-      SCOPED_TRACE(p.name);
-      run_and_compare(lib, p, *g);
-      ++ran;
-    }
-  }
-  fs::remove_all(dir);
+  for (const auto& [file, list] : by_file) ran += emulate_file(file, list, t, {}, dir, cxx);
   EXPECT_GE(ran, 40);
+}
+
+// Tiles spilled to each block's slice of global scratch (LowerOptions::spill_to_global) on a target too small for
+// them.
+TEST(HostEmulation, SpilledTilesComputeTheReference) {
+  const char* cxx = std::getenv("MORGANA_HOST_CXX");
+  if (!cxx || !*cxx) GTEST_SKIP() << "MORGANA_HOST_CXX is not set";
+  targets::Target t = targets::load_target("tests/lower/targets/tiny.toml");
+  WorkDir dir;
+  TestProgram tp{"flash_small", std::move(ir::parse_file("tests/lower/specs/flash_small.mg").programs[0])};
+  lower::LowerOptions o;
+  o.spill_to_global = true;
+  EXPECT_EQ(emulate_file("tests/lower/specs/flash_small.mg", {&tp}, t, o, dir, cxx), 1);
 }
 
 }  // namespace
