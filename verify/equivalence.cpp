@@ -5,6 +5,7 @@
 #include "ir/printer.h"
 #include "verify/exponent_use.h"
 #include "verify/field.h"
+#include "verify/huge_pages.h"
 #include "verify/interpreter.h"
 #include "verify/lazy_interpreter.h"
 #include "verify/splitmix.h"
@@ -253,7 +254,7 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
     ExponentUse ur = exponent_use(ref), uc = exponent_use(cand);
     for (size_t in = 0; in < input_q.size(); ++in) input_q[in] = ur.kernel[ref.inputs()[in]] || uc.kernel[cand.inputs()[in]];
   }
-  std::vector<std::vector<FieldValue>> input_data(ref.inputs().size());
+  std::vector<std::vector<FieldValue, HugePageAllocator<FieldValue>>> input_data(ref.inputs().size());
   for (int trial = 0; trial < opts.trials; ++trial) {
     // Each trial's randomness (inputs, ω, oracle key) comes from (seed, trial) alone.
     uint64_t trial_seed = opts.seed * 0x100000001b3ULL + static_cast<uint64_t>(trial) * 0x9e3779b97f4a7c15ULL;
@@ -262,7 +263,7 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
     // each input is made whole on first use and shared by both programs.
     std::fill(input_drawn.begin(), input_drawn.end(), 0);
     auto input = [&](size_t in, int64_t flat) -> const FieldValue* {
-      std::vector<FieldValue>& d = input_data[in];
+      auto& d = input_data[in];
       if (!input_drawn[in]) {
         d.resize(static_cast<size_t>(ref.type(ref.inputs()[in]).numel()));
         domain.random_fill(trial_seed, in, d.data(), d.size(), input_q[in]);
@@ -276,7 +277,7 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
         for (size_t in = 0; in < ref.inputs().size(); ++in) {
           Array<FieldValue> a = make_array<FieldValue>(ref.type(ref.inputs()[in]), {});
           input(in, 0);
-          a.data = std::move(input_data[in]);
+          a.data.assign(input_data[in].begin(), input_data[in].end());
           inputs.push_back(std::move(a));
         }
         Interpreter<FieldDomain> interp(domain);

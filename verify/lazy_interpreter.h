@@ -103,7 +103,9 @@ class LazyInterpreter {
   V* alloc(int64_t n) {
     auto want = static_cast<size_t>(n);
     if (arena_left_ < want) {
-      size_t chunk = std::max<size_t>(want, size_t{1} << 14);
+      // Chunks under malloc's mmap threshold come from the heap, so the next trial's interpreter reuses their pages
+      // instead of faulting in fresh ones.
+      size_t chunk = std::max<size_t>(want, size_t{1} << 12);
       arena_.push_back(std::make_unique_for_overwrite<V[]>(chunk));
       arena_next_ = arena_.back().get();
       arena_left_ = chunk;
