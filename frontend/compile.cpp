@@ -146,11 +146,13 @@ bundle::Bundle compile_programs(const std::vector<ir::Graph>& programs, const Co
     const ir::Graph& g = programs[l.program];
     const targets::Target& t = options.targets[l.target];
     try {
-      lower::LoweredProgram lp = cuda::lower(g, t);
+      lower::LowerOptions lo;
+      lo.spill_to_global = options.spill_to_global;
+      lower::LoweredProgram lp = cuda::lower(g, t, lo);
       l.manifest = manifest(lp, ir::print(g));
       l.source = cuda::emit_cuda(lp, t);
     } catch (const UserError& e) {
-      throw UserError("program '" + g.name() + "' for target " + t.identity.name + ": " + e.what(), e.loc());
+      throw UserError("program '" + g.name() + "' for target " + t.identity.name + ": " + e.message(), e.loc());
     }
   });
 
@@ -185,7 +187,8 @@ bundle::Bundle compile_programs(const std::vector<ir::Graph>& programs, const Co
     try {
       out = cuda::nvrtc_compile(in);
     } catch (const UserError& e) {
-      throw UserError("program '" + programs[l.program].name() + "' for target " + t.identity.name + ": " + e.what());
+      throw UserError("program '" + programs[l.program].name() + "' for target " + t.identity.name + ": " + e.message(),
+                      e.loc());
     }
     job.variant.target = t.identity.name;
     job.variant.kind = cuda::is_cubin_arch(job.arch) ? bundle::VariantKind::cubin : bundle::VariantKind::ptx;

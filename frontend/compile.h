@@ -18,6 +18,7 @@ namespace morgana::frontend {
 struct CompileOptions {
   std::vector<targets::Target> targets;  // at least one
   bool ptx_fallback = true;              // add compute_XY PTX for the lowest sm_XY among the CUDA targets
+  bool spill_to_global = false;          // tiles beyond shared memory go to global scratch (lower::LowerOptions)
   unsigned jobs = 0;                     // parallel toolchain runs; 0: one per hardware thread
   // Called with one line per finished step ("h200  sm_90a  attn  0.41 s"), from one thread at a time.
   std::function<void(const std::string&)> progress;

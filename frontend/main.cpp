@@ -247,6 +247,9 @@ int cmd_compile(const std::vector<std::string>& args) {
       "emit", po::value<std::string>(),
       "print one stage instead of writing a bundle: cuda (generated source), kernel-ir, mugraph (after tiling)")(
       "no-ptx", po::bool_switch(), "leave out the PTX fallback for GPUs no target names")(
+      "spill-to-global", po::bool_switch(),
+      "let a block op whose tiles exceed a target's shared memory keep its largest tiles in global memory (slow; "
+      "for trying a hand-written μGraph)")(
       "jobs,j", po::value<unsigned>()->default_value(0), "parallel compiler runs (0: one per core)")(
       "targets-dir", po::value<std::string>(), "folder of target files (default: as `morgana targets`)")(
       "quiet,q", po::bool_switch(), "no progress lines");
@@ -276,6 +279,7 @@ int cmd_compile(const std::vector<std::string>& args) {
     return kOk;
   }
   co.ptx_fallback = !vm["no-ptx"].as<bool>();
+  co.spill_to_global = vm["spill-to-global"].as<bool>();
   co.jobs = vm["jobs"].as<unsigned>();
   if (!vm["quiet"].as<bool>()) co.progress = [](const std::string& l) { std::cerr << l << "\n"; };
   auto start = std::chrono::steady_clock::now();
