@@ -91,6 +91,15 @@ std::string one_line(const char* log) {
   return out;
 }
 
+// The driver (loaded on first use) and the calling thread's current context: what every launch-side call starts
+// from.
+Error driver_and_context(const Driver** d, cuda::CurrentContext* current) {
+  Error e;
+  *d = cuda::load_driver(&e);
+  if (*d == nullptr) return e;
+  return cuda::current_context(**d, current);
+}
+
 }  // namespace
 
 Loader::Loader(bundle::Bundle model) : model_(std::move(model)) {
@@ -176,11 +185,10 @@ Error Loader::state_for(const Driver& d, const cuda::CurrentContext& current, Co
 }
 
 Error Loader::resolved(const mg_program& p, const Resolved** out) const {
-  Error e;
-  const Driver* d = cuda::load_driver(&e);
-  if (d == nullptr) return e;
+  const Driver* d = nullptr;
   cuda::CurrentContext current;
-  if (e = cuda::current_context(*d, &current); !e.ok()) return e;
+  Error e = driver_and_context(&d, &current);
+  if (!e.ok()) return e;
   {
     std::shared_lock lock(mu_);
     auto it = contexts_.find(Key{current.context, current.id});
@@ -341,11 +349,10 @@ Error Loader::select(std::string_view name, const mg_program** out) const {
                    "no program '" + bundle::printable(name) + "' in the bundle (it has " + names + ")");
   }
 
-  Error e;
-  const Driver* d = cuda::load_driver(&e);
-  if (d == nullptr) return e;
+  const Driver* d = nullptr;
   cuda::CurrentContext current;
-  if (e = cuda::current_context(*d, &current); !e.ok()) return e;
+  Error e = driver_and_context(&d, &current);
+  if (!e.ok()) return e;
   {
     std::shared_lock lock(mu_);
     auto it = contexts_.find(Key{current.context, current.id});
