@@ -248,19 +248,19 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
                                         std::to_string(trial) + ": reference " + value_str(domain, w) +
                                         ", candidate " + value_str(domain, g));
   };
-  // In the cheap mode an input's Z_q part is drawn only if one of the two programs can use it.
-  std::vector<char> input_q(ref.inputs().size(), 1), input_drawn(ref.inputs().size(), 0);
-  if (!opts.full) {
-    ExponentUse ur = exponent_use(ref), uc = exponent_use(cand);
-    for (size_t in = 0; in < input_q.size(); ++in) input_q[in] = ur.kernel[ref.inputs()[in]] || uc.kernel[cand.inputs()[in]];
-  }
+  // Which Z_q parts can matter (the cheap mode skips the others), once for all trials. An input's Z_q part is
+  // drawn only if one of the two programs can use it.
+  ExponentUse ref_use = exponent_use(ref), cand_use = exponent_use(cand);
+  std::vector<char> input_q(ref.inputs().size()), input_drawn(ref.inputs().size(), 0);
+  for (size_t in = 0; in < input_q.size(); ++in)
+    input_q[in] = ref_use.kernel[ref.inputs()[in]] || cand_use.kernel[cand.inputs()[in]];
   std::vector<std::vector<FieldValue, HugePageAllocator<FieldValue>>> input_data(ref.inputs().size());
   for (int trial = 0; trial < opts.trials; ++trial) {
     // Each trial's randomness (inputs, ω, oracle key) comes from (seed, trial) alone.
     uint64_t trial_seed = opts.seed * 0x100000001b3ULL + static_cast<uint64_t>(trial) * 0x9e3779b97f4a7c15ULL;
     FieldDomain domain(trial_seed);
     // Inputs are drawn per element from (trial, input, index), so any order of generation gives the same values;
-    // each input is made whole on first use and shared by both programs.
+    // in the cheap mode each input is made whole on first use and shared by both programs.
     std::fill(input_drawn.begin(), input_drawn.end(), 0);
     auto input = [&](size_t in, int64_t flat) -> const FieldValue* {
       auto& d = input_data[in];
@@ -276,8 +276,7 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
         std::vector<Array<FieldValue>> inputs;
         for (size_t in = 0; in < ref.inputs().size(); ++in) {
           Array<FieldValue> a = make_array<FieldValue>(ref.type(ref.inputs()[in]), {});
-          input(in, 0);
-          a.data.assign(input_data[in].begin(), input_data[in].end());
+          domain.random_fill(trial_seed, in, a.data.data(), a.data.size(), true);  // the eager run keeps Z_q
           inputs.push_back(std::move(a));
         }
         Interpreter<FieldDomain> interp(domain);
@@ -293,7 +292,8 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
               return differs(o, static_cast<int64_t>(i), trial, domain, want[o].data[i], got[o].data[i]);
         }
       } else {
-        LazyInterpreter<FieldDomain, decltype(input)> lref(domain, ref, input), lcand(domain, cand, input);
+        LazyInterpreter<FieldDomain, decltype(input)> lref(domain, ref, input, ref_use),
+            lcand(domain, cand, input, cand_use);
         Sample sample = choose_sample(cand, trial_seed, trial);
         ++v.trials;
         v.elements_checked = 0;

@@ -42,8 +42,10 @@ class LazyInterpreter {
   using V = typename D::Value;
   using Row = const V*;
 
-  LazyInterpreter(D& domain, const Graph& g, InputFn inputs)
-      : d_(domain), g_(g), inputs_(std::move(inputs)), rows_(g.num_tensors()), use_(exponent_use(g)) {
+  LazyInterpreter(D& domain, const Graph& g, InputFn inputs) : LazyInterpreter(domain, g, inputs, exponent_use(g)) {}
+  // `use` is exponent_use(g), for a caller that evaluates `g` in many trials.
+  LazyInterpreter(D& domain, const Graph& g, InputFn inputs, ExponentUse use)
+      : d_(domain), g_(g), inputs_(std::move(inputs)), rows_(g.num_tensors()), use_(std::move(use)) {
     MG_CHECK(!g.is_block(), "lazy evaluation of a kernel graph");
     for (const Graph& body : g.bodies()) {
       std::vector<ir::NodeId> saves;
