@@ -79,17 +79,13 @@ std::string pick_name(mg_bundle* b, const std::string& wanted) {
     check(mg_program_describe(p, &info), "reading the bundle");
     names.insert(info.name);
   }
+  std::string all;
+  for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
   if (!wanted.empty()) {
-    if (!names.count(wanted)) {
-      std::string all;
-      for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
-      throw UserError("the bundle has no program '" + wanted + "' (it has: " + all + ")");
-    }
+    if (!names.count(wanted)) throw UserError("the bundle has no program '" + wanted + "' (it has: " + all + ")");
     return wanted;
   }
   if (names.size() != 1) {
-    std::string all;
-    for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
     throw UserError("the bundle has " + std::to_string(names.size()) + " programs (" + all +
                     "); choose one with --program NAME");
   }
@@ -179,17 +175,13 @@ RunResult run_bundle(const RunOptions& o) {
       std::vector<uint8_t> host(p.span_bytes);
       drv(d, d->cuMemcpyDtoH_v2(host.data(), buffers[info.num_inputs + out]->ptr, host.size()), "cuMemcpyDtoH");
       const verify::FloatArray& r = want[out];
-      verify::Tolerance tol = verify::float_tolerance(t);
-      double max_ref = 0;
-      for (double v : r.data)
-        if (std::isfinite(v)) max_ref = std::max(max_ref, std::fabs(v));
+      verify::OutputTolerance tol = verify::OutputTolerance::of(r.data, t);
       double worst = 0, max_abs = 0, max_abs_exact = 0;
       size_t worst_at = 0, bad = 0;
       size_t width = static_cast<size_t>(ir::dtype_bytes(t));
       for (size_t k = 0; k < r.data.size(); ++k) {
         double c = ir::decode_element(&host[k * width], t), ref = r.data[k];
-        double allowed = tol.rtol * std::fabs(ref) + tol.rtol * max_ref + tol.floor;
-        double e = std::isfinite(c) ? std::fabs(c - ref) / allowed : INFINITY;
+        double e = std::isfinite(c) ? tol.error(c, ref) : INFINITY;
         if (!std::isfinite(ref)) e = (c == ref || (std::isnan(c) && std::isnan(ref))) ? 0 : INFINITY;
         if (std::isfinite(c) && std::isfinite(ref)) max_abs = std::max(max_abs, std::fabs(c - ref));
         if (std::isfinite(c) && std::isfinite(exact[out].data[k]))

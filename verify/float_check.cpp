@@ -165,6 +165,15 @@ Tolerance float_tolerance(ir::DType t) {
   return {1e-4, 0x1p-126};
 }
 
+OutputTolerance OutputTolerance::of(std::span<const double> reference, ir::DType t, double factor) {
+  Tolerance tol = float_tolerance(t);
+  double maxabs = 0;
+  for (double v : reference)
+    if (std::isfinite(v)) maxabs = std::max(maxabs, std::fabs(v));
+  double rtol = tol.rtol * factor;
+  return {rtol, rtol * maxabs + tol.floor * factor};
+}
+
 std::string FloatCheck::str() const {
   std::string s = pass                ? std::string("float check passed")
                   : input_set.empty() ? "float check FAILED: " + message
@@ -207,11 +216,7 @@ FloatCheck float_check(const ir::Graph& ref, const ir::Graph& cand, const FloatC
     int64_t at_o = -1, at_i = -1;
     for (size_t o = 0; o < want.size(); ++o) {
       const FloatArray &r = want[o], &c = got[o];
-      Tolerance tol = float_tolerance(r.type.dtype);
-      double rtol = tol.rtol * opts.tolerance_factor, maxabs = 0;
-      for (double v : r.data)
-        if (std::isfinite(v)) maxabs = std::max(maxabs, std::fabs(v));
-      double floor = rtol * maxabs + tol.floor * opts.tolerance_factor;
+      OutputTolerance tol = OutputTolerance::of(r.data, r.type.dtype, opts.tolerance_factor);
       for (size_t i = 0; i < r.data.size(); ++i) {
         double rv = r.data[i], cv = c.data[i];
         // A reference value that its element type cannot hold (inf, NaN, or beyond the type's range, so that the
@@ -226,7 +231,7 @@ FloatCheck float_check(const ir::Graph& ref, const ir::Graph& cand, const FloatC
           }
           continue;
         }
-        double err = std::fabs(cv - rv) / (rtol * std::fabs(rv) + floor);
+        double err = tol.error(cv, rv);
         if (!unsafe && err > worst) {
           worst = err;
           at_o = static_cast<int64_t>(o);

@@ -21,7 +21,9 @@
 // the check fails as unsafe. Reference values the output type cannot hold are not compared.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "ir/graph.h"
@@ -45,6 +47,17 @@ struct Tolerance {
   double floor;  // the smallest normal number of the type: below it the type has no relative precision
 };
 Tolerance float_tolerance(ir::DType t);
+
+// The bound for the elements of one output tensor, given its reference values (finite ones set max|r_o|):
+// an element passes when error(c, r) <= 1. `factor` multiplies the dtype's tolerance (FloatCheckOptions).
+struct OutputTolerance {
+  double rtol = 0;
+  double absolute = 0;  // rtol*max|r_o| + floor
+  static OutputTolerance of(std::span<const double> reference, ir::DType t, double factor = 1);
+  double error(double candidate, double reference) const {
+    return std::fabs(candidate - reference) / (rtol * std::fabs(reference) + absolute);
+  }
+};
 
 struct FloatCheck {
   bool pass = true;
