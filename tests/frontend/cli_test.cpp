@@ -5,26 +5,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <sys/wait.h>
+
+#include "tests/common/command.h"
 
 namespace {
 
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr, in that order
-};
+using Result = morgana::testing::CommandResult;  // out: stdout, then stderr
 
 Result run(const std::string& args) {
   const char* bin = std::getenv("MORGANA_BIN");
   EXPECT_NE(bin, nullptr) << "MORGANA_BIN is set by meson";
-  std::string cmd = std::string(bin) + " " + args + " 2>/tmp/morgana_cli_test_err";
-  Result r{0, ""};
-  FILE* p = popen(cmd.c_str(), "r");
+  Result r = morgana::testing::run_command(std::string(bin) + " " + args + " 2>/tmp/morgana_cli_test_err");
   std::array<char, 4096> buf{};
   size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   FILE* e = fopen("/tmp/morgana_cli_test_err", "r");
   while (e && (n = fread(buf.data(), 1, buf.size(), e)) > 0) r.out.append(buf.data(), n);
   if (e) fclose(e);

@@ -3,38 +3,25 @@
 // an unknown program is summarised; and with no driver at all, where it must fail cleanly with the runtime's
 // message after listing the bundle (which needs no GPU).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
+#include "tests/common/command.h"
 #include "tests/runtime/runtime_testing.h"
 
 namespace morgana::runtime::testing {
 namespace {
 
-struct Outcome {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using Outcome = morgana::testing::CommandResult;  // out: stdout and stderr together
 
 // Runs the example with `env` (assignments, shell syntax) in front of it.
 Outcome embed(const std::string& env, const std::string& args) {
   const char* bin = std::getenv("MORGANA_EMBED_BIN");
   EXPECT_NE(bin, nullptr) << "MORGANA_EMBED_BIN is set by meson";
-  std::string cmd = env + " " + std::string(bin ? bin : "embed") + " " + args + " 2>&1";
-  Outcome r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return morgana::testing::run_command(env + " " + std::string(bin ? bin : "embed") + " " + args + " 2>&1");
 }
 
 // "add" (c = a + b over f32[1000]) for an H200, computed by the fake with `impl`; named `name`.

@@ -3,35 +3,21 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <sys/wait.h>
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
+#include "tests/common/command.h"
 #include "tests/runtime/samples.h"
 
 namespace morgana::bundle {
 namespace {
 
-struct Outcome {
-  int code;
-  std::string out;  // stdout and stderr together
-};
+using Outcome = morgana::testing::CommandResult;  // out: stdout and stderr together
 
 Outcome inspect(const std::string& args) {
   const char* bin = std::getenv("MORGANA_BIN");
   EXPECT_NE(bin, nullptr) << "MORGANA_BIN is set by meson";
-  std::string cmd = std::string(bin ? bin : "morgana") + " inspect " + args + " 2>&1";
-  Outcome r{-1, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return morgana::testing::run_command(std::string(bin ? bin : "morgana") + " inspect " + args + " 2>&1");
 }
 
 class Inspect : public ::testing::Test {
