@@ -65,11 +65,6 @@ bundle::Program manifest(const lower::LoweredProgram& lp, const std::string& mug
   return p;
 }
 
-// The number in sm_90a / compute_80.
-int arch_number(const std::string& arch) {
-  size_t at = arch.find('_');
-  return at == std::string::npos ? 0 : std::atoi(arch.c_str() + at + 1);
-}
 
 // One program lowered and emitted for one target.
 struct Lowered {
@@ -163,10 +158,10 @@ bundle::Bundle compile_programs(const std::vector<ir::Graph>& programs, const Co
     for (size_t p = 0; p < programs.size(); ++p) {
       const Lowered* lowest = nullptr;
       for (const Lowered& l : lowered)
-        if (l.program == p && (!lowest || arch_number(options.targets[l.target].identity.arch) <
-                                              arch_number(options.targets[lowest->target].identity.arch)))
+        if (l.program == p && (!lowest || cuda::cuda_arch_number(options.targets[l.target].identity.arch) <
+                                              cuda::cuda_arch_number(options.targets[lowest->target].identity.arch)))
           lowest = &l;
-      work.push_back({lowest, "compute_" + std::to_string(arch_number(options.targets[lowest->target].identity.arch)),
+      work.push_back({lowest, "compute_" + std::to_string(cuda::cuda_arch_number(options.targets[lowest->target].identity.arch)),
                       {}, 0});
     }
   }

@@ -17,6 +17,7 @@
 #include "ir/printer.h"
 #include "morgana/runtime.h"
 #include "runtime/bundle.h"
+#include "targets/cuda/nvrtc.h"
 #include "targets/target.h"
 #include "verify/equivalence.h"
 #include "verify/float_check.h"
@@ -313,11 +314,9 @@ int cmd_devices(const std::vector<std::string>& args) {
     if (mg_status s = mg_device_describe(i, &d); s != MG_OK) throw UserError(mg_last_error());
     // Target files for this GPU: the same compute capability (sm_90 and sm_90a both describe a 9.0 device).
     std::string matching;
-    for (const targets::Target& t : all) {
-      std::string arch = t.identity.arch;
-      if (!arch.empty() && arch.back() >= 'a' && arch.back() <= 'z') arch.pop_back();
-      if (t.identity.vendor == "nvidia" && arch == d.arch) matching += (matching.empty() ? "" : ",") + t.identity.name;
-    }
+    for (const targets::Target& t : all)
+      if (t.identity.vendor == "nvidia" && cuda::cuda_arch_number(t.identity.arch) == d.cc_major * 10 + d.cc_minor)
+        matching += (matching.empty() ? "" : ",") + t.identity.name;
     std::printf("device %d: %s, %s (compute capability %d.%d), %d SMs, %d KiB shared memory per block (opt-in); "
                 "targets: %s\n",
                 i, d.name, d.arch, d.cc_major, d.cc_minor, d.sm_count, d.smem_per_block_optin / 1024,

@@ -90,14 +90,17 @@ const Nvrtc& nvrtc() {
   return n;
 }
 
-bool arch_with_prefix(std::string_view arch, std::string_view prefix) {
-  if (arch.substr(0, prefix.size()) != prefix) return false;
+// The NN of "<prefix>NN[a]" (90 for sm_90a), or 0 when `arch` is not of that form.
+int number_with_prefix(std::string_view arch, std::string_view prefix) {
+  if (arch.substr(0, prefix.size()) != prefix) return 0;
   std::string_view rest = arch.substr(prefix.size());
   size_t digits = 0;
-  while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
-  if (digits < 2) return false;
+  int number = 0;
+  while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9' && digits < 6)
+    number = number * 10 + (rest[digits++] - '0');
+  if (digits < 2) return 0;
   rest.remove_prefix(digits);
-  return rest.empty() || (rest.size() == 1 && rest[0] >= 'a' && rest[0] <= 'z');
+  return rest.empty() || (rest.size() == 1 && rest[0] >= 'a' && rest[0] <= 'z') ? number : 0;
 }
 
 // NVRTC's log with every "file(LINE): ..." diagnostic followed by the generated line and where it came from.
@@ -130,8 +133,12 @@ std::string annotate_log(const NvrtcInput& in, const std::string& log) {
 
 }  // namespace
 
-bool is_cubin_arch(std::string_view arch) { return arch_with_prefix(arch, "sm_"); }
-bool is_ptx_arch(std::string_view arch) { return arch_with_prefix(arch, "compute_"); }
+bool is_cubin_arch(std::string_view arch) { return number_with_prefix(arch, "sm_") != 0; }
+bool is_ptx_arch(std::string_view arch) { return number_with_prefix(arch, "compute_") != 0; }
+int cuda_arch_number(std::string_view arch) {
+  int sm = number_with_prefix(arch, "sm_");
+  return sm ? sm : number_with_prefix(arch, "compute_");
+}
 
 std::string nvrtc_version(std::string* why) {
   const Nvrtc& n = nvrtc();

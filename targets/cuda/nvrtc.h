@@ -39,8 +39,10 @@ NvrtcOutput nvrtc_compile(const NvrtcInput& in);
 // "13.0", or an empty string with `why` set when NVRTC cannot be loaded.
 std::string nvrtc_version(std::string* why = nullptr);
 
-// True for "sm_NN[a]" (cubin) and "compute_NN[a]" (PTX); the NN part as an integer, e.g. 90.
+// True for "sm_NN[a]" (cubin) and "compute_NN[a]" (PTX).
 bool is_cubin_arch(std::string_view arch);
 bool is_ptx_arch(std::string_view arch);
+// The NN of either (90 for sm_90a: compute capability 9.0), or 0 for anything else.
+int cuda_arch_number(std::string_view arch);
 
 }  // namespace morgana::cuda

@@ -83,6 +83,10 @@ TEST(Nvrtc, RejectsWhatIsNotAnArch) {
   EXPECT_FALSE(is_cubin_arch("sm_9"));
   EXPECT_FALSE(is_cubin_arch("gfx942"));
   EXPECT_FALSE(is_ptx_arch("compute_80ab"));
+  EXPECT_EQ(cuda_arch_number("sm_90a"), 90);
+  EXPECT_EQ(cuda_arch_number("compute_80"), 80);
+  EXPECT_EQ(cuda_arch_number("sm_120"), 120);
+  EXPECT_EQ(cuda_arch_number("gfx942"), 0);
   SKIP_WITHOUT_NVRTC();
   EXPECT_THROW(compile(kSource, "gfx942"), UserError);
 }
