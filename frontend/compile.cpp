@@ -134,6 +134,8 @@ bundle::Bundle compile_programs(const std::vector<ir::Graph>& programs, const Co
 
   // Lower and emit every (program, target).
   std::vector<Lowered> lowered(programs.size() * options.targets.size());
+  std::vector<std::string> texts;  // each program's μGraph text, stored with every copy of it in the bundle
+  for (const ir::Graph& g : programs) texts.push_back(ir::print(g));
   parallel_for(lowered.size(), jobs, [&](size_t i) {
     Lowered& l = lowered[i];
     l.program = i / options.targets.size();
@@ -144,7 +146,7 @@ bundle::Bundle compile_programs(const std::vector<ir::Graph>& programs, const Co
       lower::LowerOptions lo;
       lo.spill_to_global = options.spill_to_global;
       lower::LoweredProgram lp = cuda::lower(g, t, lo);
-      l.manifest = manifest(lp, ir::print(g));
+      l.manifest = manifest(lp, texts[l.program]);
       l.source = cuda::emit_cuda(lp, t);
     } catch (const UserError& e) {
       throw UserError("program '" + g.name() + "' for target " + t.identity.name + ": " + e.message(), e.loc());
