@@ -43,6 +43,10 @@ class SubexprOracle {
   bool is_equivalent(ExprId e) const { return is_equivalent(*arena_, e); }
   bool is_equivalent(const ExprArena& arena, ExprId e) const;
 
+  // The e-class of `e` in the saturated e-graph (terms equal under A_eq share it), or UINT32_MAX when `e` is not
+  // in the e-graph. The search uses it to spot a second way of computing a value it already has.
+  uint32_t class_of(const ExprArena& arena, ExprId e) const { return lookup_root(arena, e); }
+
   const OracleStats& stats() const { return stats_; }
 
   // The frozen e-graph's lookup key: a node kind, its payload and its children's e-classes.

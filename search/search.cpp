@@ -1,0 +1,179 @@
+#include "search/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <thread>
+
+#include "ir/diagnostic.h"
+#include "ir/printer.h"
+#include "search/cost_model.h"
+#include "search/generator.h"
+#include "verify/equivalence.h"
+#include "verify/float_check.h"
+
+namespace morgana::search {
+
+namespace {
+
+// Candidates one task keeps (its cheapest): enough that a few failing verification still leave the best.
+constexpr size_t kKeepPerTask = 64;
+
+bool cheaper(const Candidate& a, const Candidate& b) {
+  return a.cost_us != b.cost_us ? a.cost_us < b.cost_us : a.hash < b.hash;
+}
+
+// The cheapest kKeepPerTask candidates of one task, in (cost, hash) order.
+class TaskBest {
+ public:
+  void add(Candidate&& c) {
+    if (best_.size() == kKeepPerTask && !cheaper(c, best_.back())) return;
+    auto at = std::lower_bound(best_.begin(), best_.end(), c, cheaper);
+    if (at != best_.end() && at->hash == c.hash) return;
+    best_.insert(at, std::move(c));
+    if (best_.size() > kKeepPerTask) best_.pop_back();
+  }
+  std::vector<Candidate>& items() { return best_; }
+  // What a new candidate must beat to be kept: the generator prunes prefixes that cost more.
+  double bound() const { return best_.size() < kKeepPerTask ? INFINITY : best_.back().cost_us; }
+  const double* bound_ptr() const { return &bound_; }
+  void update_bound() { bound_ = bound(); }
+
+ private:
+  double bound_ = INFINITY;
+
+ public:
+
+ private:
+  std::vector<Candidate> best_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+SearchResult search(const ir::Graph& spec, const targets::Target& target, const SearchOptions& options,
+                    const ProgressFn& on_progress) {
+  auto t0 = std::chrono::steady_clock::now();
+  if (options.shard.count < 1 || options.shard.index < 0 || options.shard.index >= options.shard.count)
+    throw UserError("--shard: index must be in 0..count-1");
+  Generator gen(spec, target, options);
+  SearchResult result;
+  result.spec = ir::print(spec);
+  result.target = target.identity.name;
+  result.options = options;
+
+  std::vector<size_t> tasks;
+  for (size_t t = 0; t < gen.num_tasks(); ++t)
+    if (static_cast<int>(t % static_cast<size_t>(options.shard.count)) == options.shard.index) tasks.push_back(t);
+  std::vector<TaskBest> found(tasks.size());
+  std::vector<GenStats> stats(tasks.size());
+  std::atomic<bool> stop{false};
+  std::atomic<size_t> next{0}, done{0};
+  std::atomic<uint64_t> complete{0};
+  std::exception_ptr error;
+  std::mutex error_mu;
+
+  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto worker = [&] {
+    try {
+      for (size_t i; !stop && (i = next.fetch_add(1)) < tasks.size();) {
+        gen.explore(tasks[i], stats[i], [&](Candidate&& c) {
+          complete.fetch_add(1, std::memory_order_relaxed);
+          found[i].add(std::move(c));
+          found[i].update_bound();
+        }, stop, found[i].bound_ptr());
+        if (!stop) done.fetch_add(1);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu);
+      if (!error) error = std::current_exception();
+      stop = true;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
+  std::thread watcher;
+  std::atomic<bool> finished{false};
+  watcher = std::thread([&] {
+    while (!finished) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      double el = seconds_since(t0);
+      if (el > options.time_limit_s) stop = true;
+      if (on_progress) {
+        static thread_local double last = 0;
+        if (el - last >= 0.2) {
+          last = el;
+          Progress p;
+          p.complete = complete;
+          p.tasks_done = done;
+          p.tasks_total = tasks.size();
+          p.elapsed_s = el;
+          on_progress(p);
+        }
+      }
+    }
+  });
+  worker();
+  for (std::thread& t : pool) t.join();
+  result.stats.timed_out = stop && !error;
+  finished = true;
+  watcher.join();
+  if (error) std::rethrow_exception(error);
+
+  // Everything found, in (cost, hash) order, independent of which thread found what.
+  std::vector<Candidate> all;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    GenStats s = stats[i];
+    result.stats.states += s.states;
+    result.stats.complete += s.complete;
+    for (const auto& [k, v] : s.pruned) result.stats.pruned[k] += v;
+    for (Candidate& c : found[i].items()) all.push_back(std::move(c));
+  }
+  std::sort(all.begin(), all.end(), cheaper);
+  all.erase(std::unique(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) { return a.hash == b.hash; }),
+            all.end());
+  result.stats.tasks_total = tasks.size();
+  result.stats.tasks_done = done;
+
+  // Verification in cost order: the cheap check first, then the full exact check and the float check. A
+  // structure that fails once is not tried again at other sizes.
+  std::vector<uint64_t> failed;
+  verify::EquivalenceOptions cheap{options.trials, options.seed, false};
+  verify::EquivalenceOptions full{options.trials, options.seed, true};
+  for (const Candidate& c : all) {
+    if (static_cast<int>(result.top.size()) >= options.top) break;
+    if (std::find(failed.begin(), failed.end(), c.structure) != failed.end()) continue;
+    verify::Verdict v = verify::equivalent(spec, c.graph, cheap);
+    std::string why;
+    if (v.equivalent()) {
+      verify::Verdict f = verify::equivalent(spec, c.graph, full);
+      if (f.equivalent()) {
+        verify::FloatCheck fc = verify::float_check(spec, c.graph, {.seed = options.seed});
+        if (fc.pass) {
+          ++result.stats.verified;
+          RankedCandidate r;
+          r.mugraph = ir::print(c.graph);
+          r.hash = c.hash;
+          r.cost_us = c.cost_us;
+          r.cost = estimate(c.graph, target).str();
+          char buf[160];
+          std::snprintf(buf, sizeof buf, "cheap and full exact checks equivalent (%d trials each); float check max error %.3g of tolerance",
+                        options.trials, fc.error);
+          r.verification = buf;
+          result.top.push_back(std::move(r));
+          continue;
+        }
+      }
+    }
+    ++result.stats.rejected;
+    failed.push_back(c.structure);
+  }
+  result.stats.seconds = seconds_since(t0);
+  return result;
+}
+
+}  // namespace morgana::search

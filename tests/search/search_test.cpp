@@ -1,0 +1,110 @@
+// The search end to end on small specs (tests/search/specs): it finds the fused μGraphs by enumeration, every
+// returned μGraph passed verification, the answer does not depend on the thread count, and the abstract-expression
+// pruning is what keeps the space small.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "ir/parser.h"
+#include "search/search.h"
+#include "targets/target.h"
+
+namespace morgana::search {
+namespace {
+
+ir::Graph spec(const std::string& name) { return ir::parse_file("tests/search/specs/" + name + ".mg").programs.at(0); }
+targets::Target h200() { return targets::find_target("h200", "targets"); }
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+SearchOptions small(int threads = 2) {
+  SearchOptions o;
+  o.threads = threads;
+  o.top = 2;
+  return o;
+}
+
+TEST(Search, FindsRmsNormLinearInOneKernel) {
+  SearchResult r = search(spec("rmsnorm_linear_small"), h200(), small());
+  ASSERT_TRUE(r.found());
+  const std::string& best = r.top[0].mugraph;
+  EXPECT_EQ(count(best, "= block("), 1) << best;
+  EXPECT_EQ(count(best, "matmul("), 1) << best;
+  EXPECT_FALSE(r.stats.timed_out);
+  EXPECT_GT(r.stats.complete, 0u);
+}
+
+TEST(Search, FindsGatedMlpInOneKernel) {
+  SearchResult r = search(spec("gated_mlp_small"), h200(), small());
+  ASSERT_TRUE(r.found());
+  const std::string& best = r.top[0].mugraph;
+  EXPECT_EQ(count(best, "= block("), 1) << best;
+  EXPECT_EQ(count(best, "matmul("), 2) << best;
+  EXPECT_EQ(count(best, "silu("), 1) << best;
+}
+
+TEST(Search, FindsAttentionInOneKernelWithMaxSubtraction) {
+  SearchResult r = search(spec("attention_small"), h200(), small());
+  ASSERT_TRUE(r.found());
+  const std::string& best = r.top[0].mugraph;
+  EXPECT_EQ(count(best, "= block("), 1) << best;
+  // The float check with large logits rejects a softmax without its max subtracted.
+  EXPECT_EQ(count(best, "reduce_max("), 1) << best;
+  EXPECT_EQ(count(best, "exp("), 1) << best;
+}
+
+TEST(Search, ThreadCountDoesNotChangeTheAnswer) {
+  SearchResult one = search(spec("gated_mlp_small"), h200(), small(1));
+  SearchResult two = search(spec("gated_mlp_small"), h200(), small(2));
+  ASSERT_TRUE(one.found());
+  EXPECT_EQ(one.top, two.top);
+  EXPECT_EQ(one.stats.states, two.stats.states);
+  EXPECT_EQ(one.stats.pruned, two.stats.pruned);
+}
+
+TEST(Search, ShardsSplitTheTasks) {
+  SearchResult whole = search(spec("gated_mlp_small"), h200(), small());
+  uint64_t tasks = 0, states = 0;
+  double best = INFINITY;
+  for (int i = 0; i < 4; ++i) {
+    SearchOptions o = small();
+    o.shard = {i, 4};
+    SearchResult part = search(spec("gated_mlp_small"), h200(), o);
+    tasks += part.stats.tasks_total;
+    states += part.stats.states;
+    if (part.found()) best = std::min(best, part.top[0].cost_us);
+  }
+  EXPECT_EQ(tasks, whole.stats.tasks_total);
+  EXPECT_EQ(states, whole.stats.states);
+  ASSERT_TRUE(whole.found());
+  EXPECT_EQ(best, whole.top[0].cost_us);
+}
+
+TEST(Search, AbstractPruningCutsTheSpace) {
+  // Without the sub-expression check the same space is at least ten times larger (it does not even finish
+  // within its time limit with block graphs of five ops).
+  SearchOptions on = small(), off = small();
+  off.abstract_pruning = false;
+  off.max_block_ops = on.max_block_ops = 5;
+  off.time_limit_s = 5;
+  off.top = 0;
+  SearchResult a = search(spec("gated_mlp_small"), h200(), on);
+  SearchResult b = search(spec("gated_mlp_small"), h200(), off);
+  ASSERT_TRUE(a.found());
+  EXPECT_FALSE(a.stats.timed_out);
+  EXPECT_GT(b.stats.states, 10 * a.stats.states);
+}
+
+TEST(Search, RejectsABadShard) {
+  SearchOptions o = small();
+  o.shard = {4, 4};
+  EXPECT_THROW(search(spec("gated_mlp_small"), h200(), o), UserError);
+}
+
+}  // namespace
+}  // namespace morgana::search
