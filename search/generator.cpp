@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 #include "ir/abstract_expr.h"
@@ -35,6 +36,7 @@ constexpr int kMaxSaves = 4;      // results of one block op
 constexpr int kMaxScalarChain = 2;
 constexpr int kMaxOpen = 3;         // body values computed but not yet consumed, at any point  // scalar ops (mul_scalar, add_scalar) in a row
 constexpr int64_t kMaxLoop = 64;    // the for-loop walks at most this many chunks
+constexpr size_t kSizesPerStructure = 3;  // a last block op's cheapest sizes that become candidates
 
 // Canonical order (paper §4): an op's rank is (its newest operand, then the rest of what it is); a graph is
 // canonical when its ops' ranks strictly increase, which every DAG has exactly one way of being.
@@ -65,6 +67,8 @@ struct KTensor {
   ExprId expr = ir::kNoExpr;
   Labels labels;
   bool shift = false;
+  bool shifted = false;  // x - max
+  bool maxdep = false;   // partial results scaled by their own part's max (combine them with that max)
   int uses = 0;
 };
 
@@ -74,6 +78,13 @@ struct Skeleton {
   std::vector<TensorId> operands;
   std::vector<Label> grid;  // grid x, y, z in order
   Label loop;               // unit: no for-loop
+};
+
+// A block graph found at representative sizes, and which of its saved values are partial results scaled by
+// their own part's max.
+struct Structure {
+  Graph body;
+  std::vector<bool> scaled;
 };
 
 struct Task {
@@ -98,6 +109,7 @@ struct BTensor {
   OpCode scalar = OpCode::input;  // mul_scalar or add_scalar when the tensor is one's result
   uint32_t cls = UINT32_MAX;      // e-class of expr in the spec's e-graph (SubexprOracle::class_of)
   bool shifted = false;           // x - max: its max is taken already
+  uint8_t maxdep = 0;             // scaled by exp(-m) for a max m that is partial over these header axes
   int uses = 0;
 };
 
@@ -132,6 +144,7 @@ struct Generator::Shared {
   std::vector<double> summands;  // constants for add_scalar: the spec's, and each rms_norm's eps
   bool scaled_outputs = false;   // the spec has explicit scalar ops, so an output may end with one
   std::vector<uint16_t> reduced_axes;  // axes the spec sums, maximises or normalises over
+  bool safe_exp = false;  // the spec's exps come from softmax: each exp must take a max-subtracted value
   std::vector<double> eps;      // rms_norm epsilons
   int64_t max_blocks = 0;
   int64_t threads = 0;
@@ -219,18 +232,33 @@ class Explorer {
       kernel_step(ops_done + 1, r);
       undo_kernel();
     });
-    // The last op must consume every tensor nothing consumed yet (inputs included).
+    // The last op reads exactly the tensors nothing has read yet (inputs included): it must consume them all,
+    // and a second read of a tensor an earlier op read would only redo that op's work.
     std::vector<TensorId> needed;
-    if (ops_done + 1 == max_kernel_ops())
+    bool last_op = ops_done + 1 == max_kernel_ops();
+    if (last_op)
       for (TensorId t = 0; t < kt_.size(); ++t)
         if (kt_[t].uses == 0) needed.push_back(t);
+    // Which skeletons have block graphs depends only on the tensors' terms and axes, not on the sizes earlier
+    // block ops took: the first visit of a kernel state records them, the next instantiations reuse the list.
+    uint64_t sig = ir::hash_mix(static_cast<uint64_t>(ops_done), last.newest);
+    for (const KTensor& k : kt_) {
+      sig = ir::hash_mix(sig, ir::hash_mix(k.expr, static_cast<uint64_t>(k.uses > 0)));
+      for (int d = 0; d < k.labels.rank; ++d) sig = ir::hash_mix(sig, label_key(k.labels.dims[static_cast<size_t>(d)]));
+    }
+    auto known = live_skeletons_.find(sig);
+    if (known != live_skeletons_.end()) {
+      for (const Skeleton& sk : known->second) block_op(sk, ops_done, &last);
+      return;
+    }
+    std::vector<Skeleton> live;
     for_each_skeleton([&](const Skeleton& sk) {
       // A block op's rank ends with its body's hash, checked once the body is built (instantiate).
       if (rank_of(sk.operands, OpCode::block, 0).newest < last.newest) return;
-      for (TensorId t : needed)
-        if (std::find(sk.operands.begin(), sk.operands.end(), t) == sk.operands.end()) return prune("dead-end");
-      block_op(sk, ops_done, &last);
+      if (last_op && sk.operands != needed) return prune("dead-end");
+      if (block_op(sk, ops_done, &last)) live.push_back(sk);
     });
+    if (!stopped()) live_skeletons_.emplace(sig, std::move(live));
   }
 
   bool is_input(TensorId t) const { return t < sh_.spec.inputs().size(); }
@@ -305,7 +333,7 @@ class Explorer {
     }
     const KTensor& x = kt_[operands[0]];
     const KTensor* y = operands.size() > 1 ? &kt_[operands[1]] : nullptr;
-    if (!shift_rule(op, x.shift, x.expr, y ? y->shift : false)) return false;
+    if (!shift_rule(op, x.shift, x.expr, y ? y->shift : false, x.shifted)) return false;
     Label reduced;
     auto labels = infer_labels(op, a, &x.labels, y ? &y->labels : nullptr, &reduced);
     if (!labels || !spec_reduces(reduced)) {
@@ -332,6 +360,7 @@ class Explorer {
     k.expr = e;
     k.labels = *labels;
     k.shift = arena_.node(e).kind == ExprKind::Shift;
+    k.shifted = op == OpCode::sub && y && y->shift;
     kt_.resize(t + 1);
     kt_[t] = k;
     for (TensorId o : operands) ++kt_[o].uses;
@@ -348,7 +377,7 @@ class Explorer {
 
   // Ops with a max-derived (Shift) operand: max values only stabilise an exp (online softmax), so a max is only
   // taken of values an exp of which the spec has, and only subtracted from such values.
-  bool shift_rule(OpCode op, bool a_shift, ExprId a_expr, bool b_shift) {
+  bool shift_rule(OpCode op, bool a_shift, ExprId a_expr, bool b_shift, bool a_shifted) {
     const ir::OpInfo& info = ir::op_info(op);
     if (info.kind == OpKind::Binary) {
       if (!a_shift && !b_shift) return true;
@@ -362,6 +391,10 @@ class Explorer {
     }
     if (op == OpCode::reduce_max && !exp_of_is_subexpr(a_expr)) {
       prune("shift");
+      return false;
+    }
+    if (info.field == ir::FieldSem::Exp && sh_.safe_exp && !a_shifted) {
+      prune("unsafe");  // softmax is defined as safe; an exp of unbounded logits overflows (the float check)
       return false;
     }
     return true;
@@ -587,24 +620,26 @@ class Explorer {
 
   // Enumerates the block graphs of `sk` at representative sizes, then instantiates each at every size and
   // continues the kernel graph with it.
-  void block_op(const Skeleton& sk, int ops_done, const Rank* last = nullptr) {
+  // Whether the skeleton has any block graph.
+  bool block_op(const Skeleton& sk, int ops_done, const Rank* last = nullptr) {
     std::vector<ir::BlockParams> sizes = instantiations(sk);
     if (sizes.empty()) {
       prune("grid");
-      return;
+      return false;
     }
     bool final = ops_done + 1 == max_kernel_ops();
-    const std::vector<Graph>& bodies = structures(sk, sizes.front(), final);
-    for (const Graph& body : bodies) {
-      for (const ir::BlockParams& p : sizes) {
-        if (stopped()) return;
-        instantiate(sk, body, p, ops_done, final, last);
+    const std::vector<Structure>& bodies = structures(sk, sizes.front(), final);
+    for (const Structure& st : bodies) {
+      for (const ir::BlockParams& p : final ? best_sizes(sk, st.body, sizes) : sizes) {
+        if (stopped()) return true;
+        instantiate(sk, st.body, st.scaled, p, ops_done, final, last);
       }
     }
+    return !bodies.empty();
   }
 
   // Memoised: the block graphs of a skeleton (at the representative sizes `rep`).
-  const std::vector<Graph>& structures(const Skeleton& sk, const ir::BlockParams& rep, bool final) {
+  const std::vector<Structure>& structures(const Skeleton& sk, const ir::BlockParams& rep, bool final) {
     uint64_t key = ir::hash_mix(final, rep.threads);
     for (TensorId t : sk.operands) {
       key = ir::hash_mix(key, kt_[t].expr);
@@ -616,7 +651,7 @@ class Explorer {
     key = ir::hash_mix(key, label_key(sk.loop));
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
-    std::vector<Graph> found;
+    std::vector<Structure> found;
     Block b;
     b.sk = &sk;
     b.h = header_of(sk);
@@ -667,6 +702,7 @@ class Explorer {
         if (l.stacked()) {
           t.labels.dims[static_cast<size_t>(d)] = Label{l.axis, 0, 0};
           (k.shift ? t.pmax : t.psum) |= static_cast<uint8_t>(1u << bit);
+          if (k.maxdep) t.maxdep |= static_cast<uint8_t>(1u << bit);
         }
       }
       (void)used_axis;
@@ -716,7 +752,7 @@ class Explorer {
     if (!scalar_consumer_ok(x.scalar, op, sh_.scaled_outputs) ||
         (y && !scalar_consumer_ok(y->scalar, op, sh_.scaled_outputs)))
       return prune("scalar"), false;
-    if (!shift_rule(op, x.shift, x.expr, y ? y->shift : false)) return false;
+    if (!shift_rule(op, x.shift, x.expr, y ? y->shift : false, x.shifted)) return false;
     Label reduced;
     auto labels = infer_labels(op, a, &x.labels, y ? &y->labels : nullptr, &reduced);
     if (!labels || !spec_reduces(reduced)) {
@@ -737,9 +773,11 @@ class Explorer {
           t.scalar = op;
         }
         t.psum = x.psum;
+        t.maxdep = x.maxdep;
         break;
       case OpKind::Norm:
         if (x.psum || rbit >= 0) return prune("partial"), false;
+        t.maxdep = x.maxdep;
         break;
       case OpKind::Reduce:
         if (op == OpCode::reduce_max) {
@@ -748,6 +786,7 @@ class Explorer {
           if (rbit >= 0) t.pmax = static_cast<uint8_t>(1u << rbit);
         } else {
           t.psum = x.psum;
+          t.maxdep = x.maxdep;
           if (rbit >= 0) t.psum |= static_cast<uint8_t>(1u << rbit);
         }
         break;
@@ -755,14 +794,18 @@ class Explorer {
         if (y->shift) {  // sub(x, max): x's state
           t.psum = x.psum;
           t.shifted = true;
+          t.maxdep = y->pmax;
           if (x.psum) return prune("partial"), false;
           if (x.shifted) return prune("shift"), false;
           break;
         }
+        // Values scaled by a partial max: sums need the same scaling, a quotient of two cancels it.
         if (op == OpCode::add || op == OpCode::sub) {
-          if (x.psum != y->psum) return prune("partial"), false;
+          if (x.psum != y->psum || x.maxdep != y->maxdep) return prune("partial"), false;
           t.psum = x.psum;
+          t.maxdep = x.maxdep;
         } else {
+          t.maxdep = op == OpCode::div && x.maxdep == y->maxdep ? 0 : x.maxdep | y->maxdep;
           if (x.psum && y->psum) return prune("partial"), false;
           if (op == OpCode::div && y->psum) return prune("partial"), false;
           if ((x.psum && has_axis_in(*y, x.psum, b.h)) || (y->psum && has_axis_in(x, y->psum, b.h)))
@@ -775,6 +818,7 @@ class Explorer {
         if ((x.psum && has_axis_in(*y, x.psum, b.h)) || (y->psum && has_axis_in(x, y->psum, b.h)))
           return prune("partial"), false;
         t.psum = x.psum | y->psum;
+        t.maxdep = x.maxdep | y->maxdep;
         if (rbit >= 0) t.psum |= static_cast<uint8_t>(1u << rbit);
         break;
       default:
@@ -865,7 +909,7 @@ class Explorer {
     return t.uses == 0 && t.scalar != OpCode::input ? static_cast<TensorId>(b.bt.size() - 1) : kNone;
   }
 
-  void body_dfs(Block& b, Rank last, std::vector<Graph>& found) {
+  void body_dfs(Block& b, Rank last, std::vector<Structure>& found) {
     if (stopped()) return;
     close_body(b, found);
     if (b.compute_ops + 1 >= sh_.options.max_block_ops) return;
@@ -885,17 +929,26 @@ class Explorer {
   }
 
   // Accumulators: every open body value gets one (and a max that some rescaling sum uses may get one too).
-  void close_body(Block& b, std::vector<Graph>& found) {
-    std::vector<TensorId> open, shifts;
+  void close_body(Block& b, std::vector<Structure>& found) {
+    std::vector<TensorId> open, shifts, loose_maxes;
+    int lb = b.h.loop;
     for (TensorId t = 0; t < b.bt.size(); ++t) {
       const BTensor& x = b.bt[t];
-      if (x.uses == 0 && x.iter) return;  // an unused iterator
+      // A running max (over the loop) that nothing consumed yet may still serve a rescaling sum or be
+      // accumulated itself: it is optional below and must be used by one of the two.
+      bool loop_max = x.shift && lb >= 0 && (x.pmax >> lb & 1);
+      if (x.shift) shifts.push_back(t);
+      if (x.uses == 0 && loop_max) {
+        loose_maxes.push_back(t);
+        continue;
+      }
+      // An unused iterator is an error, unless it reads partial results the loop combines (a combining step
+      // accumulates its iterators directly).
+      if (x.uses == 0 && x.iter && !(lb >= 0 && (x.psum >> lb & 1))) return;
       if (x.uses == 0) open.push_back(t);
-      if (x.shift && !x.iter) shifts.push_back(t);
     }
     if (open.empty() || static_cast<int>(open.size()) > kMaxSaves) return;
     if (b.compute_ops + static_cast<int>(open.size()) > sh_.options.max_block_ops) return;
-    int lb = b.h.loop;
     // Per open value, its accumulator choices: (op, rescale partner).
     std::vector<std::vector<std::pair<OpCode, TensorId>>> choices;
     for (TensorId t : open) {
@@ -906,9 +959,13 @@ class Explorer {
       } else if (x.shift) {
         if (x.pmax >> lb & 1) c.push_back({OpCode::acc_max, 0});
       } else if ((x.psum >> lb & 1) && !loop_dim(b, x)) {
-        c.push_back({OpCode::acc_sum, 0});
-        for (TensorId m : shifts)
-          if (b.bt[m].pmax >> lb & 1) c.push_back({OpCode::acc_rescale_sum, m});
+        // A value scaled by the iteration's own max needs the rescaling sum; any other the plain one.
+        if (x.maxdep >> lb & 1) {
+          for (TensorId m : shifts)
+            if (b.bt[m].pmax >> lb & 1) c.push_back({OpCode::acc_rescale_sum, m});
+        } else {
+          c.push_back({OpCode::acc_sum, 0});
+        }
       }
       if (c.empty()) return prune("accumulator");
       choices.push_back(std::move(c));
@@ -917,7 +974,7 @@ class Explorer {
     std::vector<TensorId> optional;
     if (lb >= 0)
       for (TensorId m : shifts)
-        if (b.bt[m].uses > 0 && (b.bt[m].pmax >> lb & 1)) optional.push_back(m);
+        if (b.bt[m].pmax >> lb & 1) optional.push_back(m);
     std::vector<size_t> pick(choices.size(), 0);
     size_t mark = b.g.nodes().size();
     while (true) {
@@ -928,6 +985,7 @@ class Explorer {
           ok = add_acc(b, choices[i][pick[i]].first, open[i], choices[i][pick[i]].second);
         for (size_t i = 0; i < optional.size() && ok; ++i)
           if (mask >> i & 1) ok = add_acc(b, OpCode::acc_max, optional[i], 0);
+        for (TensorId m : loose_maxes) ok = ok && b.bt[m].uses > 0;
         if (ok && b.compute_ops <= sh_.options.max_block_ops)
           epilogue_dfs(b, Rank{}, found);
         while (b.g.nodes().size() > mark) block_undo(b);
@@ -958,6 +1016,7 @@ class Explorer {
     if (lb >= 0 && b.h.grid_of[static_cast<size_t>(lb)] < 0) {  // the loop completes its axis
       t.psum &= static_cast<uint8_t>(~(1u << lb));
       t.pmax &= static_cast<uint8_t>(~(1u << lb));
+      t.maxdep &= static_cast<uint8_t>(~(1u << lb));
     }
     size_t before = b.g.nodes().size();
     try {
@@ -985,7 +1044,7 @@ class Explorer {
     return true;
   }
 
-  void epilogue_dfs(Block& b, Rank last, std::vector<Graph>& found) {
+  void epilogue_dfs(Block& b, Rank last, std::vector<Structure>& found) {
     if (stopped()) return;
     try_saves(b, found);
     if (b.compute_ops >= sh_.options.max_block_ops) return;
@@ -1001,7 +1060,7 @@ class Explorer {
 
   // Savers for every open epilogue value; the omap follows the axes: a grid dim cuts the output dim with its
   // axis, or stacks partial results along the first free dim.
-  void try_saves(Block& b, std::vector<Graph>& found) {
+  void try_saves(Block& b, std::vector<Structure>& found) {
     std::vector<TensorId> open;
     for (TensorId t = 0; t < b.bt.size(); ++t) {
       const BTensor& x = b.bt[t];
@@ -1011,11 +1070,15 @@ class Explorer {
     }
     if (open.empty() || open.size() > static_cast<size_t>(kMaxSaves)) return;
     if (b.final && open.size() != sh_.spec.outputs().size()) return prune("final");
+    // Partial results scaled by their part's max are of use only together with that max.
+    uint8_t maxes = 0, scaled = 0;
+    for (TensorId t : open) (b.bt[t].shift ? maxes : scaled) |= b.bt[t].shift ? b.bt[t].pmax : b.bt[t].maxdep;
+    if ((scaled & ~maxes) != 0) return prune("shift");
     size_t mark = b.g.nodes().size();
     bool ok = true;
     for (TensorId t : open) {
       const BTensor& x = b.bt[t];
-      if (b.final && (x.shift || x.psum || !sh_.oracle->is_equivalent(arena_, x.expr))) {
+      if (b.final && (x.shift || x.psum || x.maxdep || !sh_.oracle->is_equivalent(arena_, x.expr))) {
         ok = false;
         prune("final");
         break;
@@ -1057,7 +1120,11 @@ class Explorer {
       b.ex.push_back(x.expr);
       ++b.bt[t].uses;
     }
-    if (ok) found.push_back(b.g);
+    if (ok) {
+      Structure st{b.g, {}};
+      for (TensorId t : open) st.scaled.push_back(b.bt[t].maxdep != 0);
+      found.push_back(std::move(st));
+    }
     while (b.g.nodes().size() > mark) {
       const ir::Node& n = b.g.nodes().back();
       --b.bt[b.g.operands(n)[0]].uses;
@@ -1073,15 +1140,9 @@ class Explorer {
 
   // Rebuilds `body` with the grid sizes and loop count `p`, checks it against the target and the abstraction at
   // those sizes, and continues the kernel graph with the block op.
-  void instantiate(const Skeleton& sk, const Graph& body, const ir::BlockParams& p, int ops_done, bool final,
-                   const Rank* last) {
-    ++stats_.states;
-    std::vector<ir::TensorType> types;
-    std::vector<ExprId> oex;
-    for (TensorId t : sk.operands) {
-      types.push_back(kg_.type(t));
-      oex.push_back(kt_[t].expr);
-    }
+  // `body` rebuilt with the grid sizes and loop count `p`; nullopt when the shapes do not divide.
+  static std::optional<Graph> replay(const Graph& body, const ir::BlockParams& p,
+                                     const std::vector<ir::TensorType>& types) {
     Graph g = Graph::make_block(p, types);
     try {
       for (const ir::Node& n : body.nodes()) {
@@ -1091,8 +1152,53 @@ class Explorer {
           g.add(n.op, body.operands(n), n.attrs);
       }
     } catch (const UserError&) {
-      return prune("shape");
+      return std::nullopt;
     }
+    return g;
+  }
+
+  // The sizes a last block op is worth instantiating at: its kernel's own cost decides (the kernels before it
+  // are fixed), so only the cheapest few become candidates. Memoised by the operands' types, which is all that
+  // cost depends on.
+  const std::vector<ir::BlockParams>& best_sizes(const Skeleton& sk, const Graph& body,
+                                                 const std::vector<ir::BlockParams>& sizes) {
+    std::vector<ir::TensorType> types;
+    uint64_t key = ir::hash_mix(reinterpret_cast<uintptr_t>(&body), sizes.size());
+    for (TensorId t : sk.operands) {
+      types.push_back(kg_.type(t));
+      for (int64_t d : kg_.type(t).shape()) key = ir::hash_mix(key, static_cast<uint64_t>(d));
+    }
+    auto it = best_sizes_.find(key);
+    if (it != best_sizes_.end()) return it->second;
+    std::vector<std::pair<double, size_t>> timed;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::optional<Graph> g = replay(body, sizes[i], types);
+      if (!g) continue;
+      Graph k;
+      std::vector<TensorId> in;
+      for (const ir::TensorType& t : types) in.push_back(k.add_input(t));
+      k.add_block(in, std::move(*g));
+      Cost c = estimate(k, sh_.target);
+      if (c.feasible()) timed.push_back({c.total_us, i});
+    }
+    std::sort(timed.begin(), timed.end());
+    std::vector<ir::BlockParams> best;
+    for (size_t i = 0; i < timed.size() && i < kSizesPerStructure; ++i) best.push_back(sizes[timed[i].second]);
+    return best_sizes_.emplace(key, std::move(best)).first->second;
+  }
+
+  void instantiate(const Skeleton& sk, const Graph& body, const std::vector<bool>& scaled, const ir::BlockParams& p,
+                   int ops_done, bool final, const Rank* last) {
+    ++stats_.states;
+    std::vector<ir::TensorType> types;
+    std::vector<ExprId> oex;
+    for (TensorId t : sk.operands) {
+      types.push_back(kg_.type(t));
+      oex.push_back(kt_[t].expr);
+    }
+    std::optional<Graph> replayed = replay(body, p, types);
+    if (!replayed) return prune("shape");
+    Graph g = std::move(*replayed);
     // Tile sizes change the sums' sizes in the terms: check the saved values again.
     std::vector<ExprId> bex = ir::abstract_block_exprs(g, oex, arena_);
     for (TensorId t : g.outputs())
@@ -1124,6 +1230,7 @@ class Explorer {
       KTensor k;
       k.expr = bex[bg.outputs()[i]];
       k.shift = arena_.node(k.expr).kind == ExprKind::Shift;
+      k.maxdep = scaled[i];
       k.labels = tile_labels(bg, src, sk, h);
       for (size_t gi = 0; gi < sk.grid.size(); ++gi) {
         int d = save.attrs.map[gi];
@@ -1186,7 +1293,9 @@ class Explorer {
   ExprArena arena_;
   Graph kg_;
   std::vector<KTensor> kt_;
-  std::unordered_map<uint64_t, std::vector<Graph>> memo_;
+  std::unordered_map<uint64_t, std::vector<Structure>> memo_;
+  std::unordered_map<uint64_t, std::vector<Skeleton>> live_skeletons_;
+  std::unordered_map<uint64_t, std::vector<ir::BlockParams>> best_sizes_;
 };
 
 std::vector<Task> Explorer::root_tasks(const Generator::Shared& sh) {
@@ -1259,6 +1368,7 @@ Generator::Generator(const Graph& spec, const targets::Target& target, const Sea
   collect_constants(spec, sh.factors, sh.summands, sh.eps, sh.scaled_outputs);
   for (const ir::Node& n : spec.nodes()) {
     const ir::OpInfo& info = ir::op_info(n.op);
+    if (info.kind == OpKind::Softmax) sh.safe_exp = true;
     if (n.num_operands == 0 || n.num_results == 0) continue;
     const Labels& in = sh.axes.tensors[spec.operands(n)[0]];
     int d = -1;

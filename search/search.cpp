@@ -150,10 +150,12 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
     verify::Verdict v = verify::equivalent(spec, c.graph, cheap);
     std::string why;
     if (v.equivalent()) {
-      verify::Verdict f = verify::equivalent(spec, c.graph, full);
-      if (f.equivalent()) {
-        verify::FloatCheck fc = verify::float_check(spec, c.graph, {.seed = options.seed});
-        if (fc.pass) {
+      // The float check before the full exact one: it is cheaper, and what it catches (overflow) is what the
+      // cheap check cannot see.
+      verify::FloatCheck fc = verify::float_check(spec, c.graph, {.seed = options.seed});
+      if (fc.pass) {
+        verify::Verdict f = verify::equivalent(spec, c.graph, full);
+        if (f.equivalent()) {
           ++result.stats.verified;
           RankedCandidate r;
           r.mugraph = ir::print(c.graph);

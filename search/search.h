@@ -29,7 +29,7 @@ struct Shard {
 struct SearchOptions {
   double time_limit_s = 60;   // wall clock for the enumeration; verification of the finalists comes after
   int threads = 0;            // 0: the machine's hardware concurrency
-  int max_kernel_ops = 1;     // kernel-level ops of a candidate (block ops and predefined ops)
+  int max_kernel_ops = 2;     // kernel-level ops of a candidate (block ops and predefined ops)
   int max_block_ops = 12;     // compute ops and accumulators of one block graph (iterators and savers not counted)
   Shard shard;
   int top = 5;                // candidates kept, each passing every check (cheap, full exact and float)
