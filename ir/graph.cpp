@@ -1,5 +1,6 @@
 #include "ir/graph.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -190,6 +191,11 @@ uint64_t Graph::hash() const {
   }
   for (TensorId t : outputs_) h = hash_mix(h, tensors_[t].hash);
   return h;
+}
+
+bool serves_target(const Graph& program, std::string_view target) {
+  const std::vector<std::string>& list = program.for_targets();
+  return list.empty() || std::find(list.begin(), list.end(), target) != list.end();
 }
 
 void Graph::truncate(size_t num_nodes) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -79,6 +80,11 @@ class Graph {
   const std::string& name() const { return name_; }
   void set_name(std::string n) { name_ = std::move(n); }
 
+  // Kernel graphs: the targets this program is for (`kernel f(...) for [h200, h100] {`), so that one file can
+  // hold a best μGraph per GPU; empty means every target. Side data like the name: printed, not hashed.
+  const std::vector<std::string>& for_targets() const { return for_targets_; }
+  void set_for_targets(std::vector<std::string> targets) { for_targets_ = std::move(targets); }
+
   // --- building: each throws UserError (without location) when the op does not fit its operands ---
   TensorId add_input(TensorType type, std::string name = {});
   std::vector<TensorId> add(OpCode op, std::span<const TensorId> operands, const Attrs& attrs = {});
@@ -138,6 +144,7 @@ class Graph {
 
   Level level_;
   std::string name_;
+  std::vector<std::string> for_targets_;
   std::vector<Node> nodes_;
   std::vector<Tensor> tensors_;
   std::vector<TensorId> operand_pool_;
@@ -156,6 +163,9 @@ class Graph {
 struct Module {
   std::vector<Graph> programs;
 };
+
+// Whether `program` is for `target`: it names it in its `for` list, or has no list.
+bool serves_target(const Graph& program, std::string_view target);
 
 // Shape rule of one op, derived from its kind. `ctx` is the enclosing block graph for block-level ops (needed by
 // iter and save), `body` the block graph of a `block` op. Throws UserError without location.

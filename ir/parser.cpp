@@ -39,20 +39,49 @@ class Parser {
 
   Module module() {
     Module m;
-    std::map<std::string, SourceLoc> seen;
+    std::vector<SourceLoc> where;  // of each program's 'kernel'
     if (peek().kind == Tok::End) error(peek(), "expected 'kernel' but the file is empty");
     while (peek().kind != Tok::End) {
       const Token& kw = peek();
       Graph g = kernel();
-      if (auto it = seen.find(g.name()); it != seen.end())
-        error(kw, "kernel '" + g.name() + "' is already defined at " + it->second.str());
-      seen[g.name()] = loc(kw);
+      for (size_t i = 0; i < m.programs.size(); ++i)
+        if (m.programs[i].name() == g.name()) check_distinct_targets(m.programs[i], where[i], g, kw);
+      where.push_back(loc(kw));
       m.programs.push_back(std::move(g));
     }
     return m;
   }
 
  private:
+  // Two programs may share a name only when each has a `for` list and no target is in both (so that a name and a
+  // target pick one program, as in a bundle).
+  void check_distinct_targets(const Graph& earlier, const SourceLoc& earlier_at, const Graph& g,
+                              const Token& kw) const {
+    std::string defined = "kernel '" + g.name() + "' is already defined at " + earlier_at.str();
+    if (earlier.for_targets().empty() && g.for_targets().empty()) error(kw, defined);
+    if (earlier.for_targets().empty() || g.for_targets().empty())
+      error(kw, defined + " (kernels may share a name only when each has a 'for' list of targets and no target is "
+                          "in two of them)");
+    for (const std::string& t : g.for_targets())
+      if (serves_target(earlier, t))
+        error(kw, "kernel '" + g.name() + "' for target '" + t + "' is already defined at " + earlier_at.str());
+  }
+
+  // `for [h200, h100]` after a kernel's parameters: the targets the program is for.
+  std::vector<std::string> target_list() {
+    const Token& open = expect('[', "to open the list of targets after 'for'");
+    if (is_punct(peek(), ']')) error(open, "a 'for' list names at least one target, e.g. for [h200]");
+    std::vector<std::string> names;
+    do {
+      const Token& t = expect_ident("a target name");
+      if (std::find(names.begin(), names.end(), t.text) != names.end())
+        error(t, "target '" + t.text + "' is listed twice");
+      names.push_back(t.text);
+    } while (accept(','));
+    expect(']', "to close the list of targets");
+    return names;
+  }
+
   // --- tokens ---
   const Token& peek(size_t ahead = 0) const { return toks_[std::min(pos_ + ahead, toks_.size() - 1)]; }
   const Token& next() {
@@ -147,6 +176,7 @@ class Parser {
       } while (accept(','));
     }
     expect(')', "to close the parameter list");
+    if (accept_keyword("for")) g.set_for_targets(target_list());
     const Token& open = expect('{', "to open the kernel body");
     std::vector<SourceLoc> node_locs;
     for (NodeId id = 0; id < g.nodes().size(); ++id) node_locs.push_back(g.loc(id));

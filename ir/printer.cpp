@@ -159,7 +159,9 @@ std::string print(const Graph& g) {
     TensorId t = g.inputs()[i];
     out += (i ? ", " : "") + names[t] + ": " + g.type(t).str();
   }
-  out += ") {\n";
+  out += ")";
+  for (size_t i = 0; i < g.for_targets().size(); ++i) out += (i ? ", " : " for [") + g.for_targets()[i];
+  out += g.for_targets().empty() ? " {\n" : "] {\n";
   print_graph_body(g, "  ", out);
   out += "}\n";
   return out;

@@ -217,6 +217,67 @@ TEST(Parser, RecordsWhereEachNodeWasWritten) {
   EXPECT_FALSE(Graph().loc(0).known());
 }
 
+// `kernel f(...) for [h200, h100]`: the targets a program is for round-trip; one name may serve several
+// disjoint target lists, and every other reuse of a name is refused.
+TEST(Parser, TargetListsRoundTripAndMayShareANameWhenDisjoint) {
+  const std::string text =
+      "kernel f(X: f16[4,8]) for [h200, h100] {\n"
+      "  Y = exp(X)\n"
+      "  return Y\n"
+      "}\n"
+      "\n"
+      "kernel f(X: f16[4,8]) for [a100] {\n"
+      "  Y = relu(X)\n"
+      "  return Y\n"
+      "}\n"
+      "\n"
+      "kernel g(X: f16[4,8]) {\n"
+      "  return X\n"
+      "}\n";
+  Module m = parse_module(text, "t.mg");
+  ASSERT_EQ(m.programs.size(), 3u);
+  EXPECT_EQ(m.programs[0].for_targets(), (std::vector<std::string>{"h200", "h100"}));
+  EXPECT_EQ(m.programs[1].for_targets(), (std::vector<std::string>{"a100"}));
+  EXPECT_TRUE(m.programs[2].for_targets().empty());
+  EXPECT_EQ(print(m), text);
+  EXPECT_TRUE(serves_target(m.programs[0], "h100"));
+  EXPECT_FALSE(serves_target(m.programs[0], "a100"));
+  EXPECT_TRUE(serves_target(m.programs[2], "a100")) << "no list: every target";
+  EXPECT_EQ(m.programs[0].hash(), parse_module("kernel f(X: f16[4,8]) {\n  Y = exp(X)\n  return Y\n}\n")
+                                      .programs[0]
+                                      .hash())
+      << "the list is side data, like the name";
+}
+
+std::string parse_error(const std::string& text) {
+  try {
+    parse_module(text, "t.mg");
+  } catch (const UserError& e) {
+    return e.render();
+  }
+  return "(no error)";
+}
+
+TEST(Parser, TargetListErrors) {
+  const std::string body = "(X: f16[4]) {\n  return X\n}\n";
+  EXPECT_EQ(parse_error("kernel f" + body + "kernel f" + body),
+            "t.mg:4:1: error: kernel 'f' is already defined at t.mg:1:1");
+  EXPECT_EQ(parse_error("kernel f(X: f16[4]) for [h200] {\n  return X\n}\nkernel f" + body),
+            "t.mg:4:1: error: kernel 'f' is already defined at t.mg:1:1 (kernels may share a name only when each "
+            "has a 'for' list of targets and no target is in two of them)");
+  EXPECT_EQ(parse_error("kernel f(X: f16[4]) for [h200, a100] {\n  return X\n}\n"
+                        "kernel f(X: f16[4]) for [h100, a100] {\n  return X\n}\n"),
+            "t.mg:4:1: error: kernel 'f' for target 'a100' is already defined at t.mg:1:1");
+  EXPECT_EQ(parse_error("kernel f(X: f16[4]) for [] {\n  return X\n}\n"),
+            "t.mg:1:25: error: a 'for' list names at least one target, e.g. for [h200]");
+  EXPECT_EQ(parse_error("kernel f(X: f16[4]) for [h200, h200] {\n  return X\n}\n"),
+            "t.mg:1:32: error: target 'h200' is listed twice");
+  EXPECT_EQ(parse_error("kernel f(X: f16[4]) for h200 {\n  return X\n}\n"),
+            "t.mg:1:25: error: expected '[' to open the list of targets after 'for' but found 'h200'");
+  EXPECT_EQ(parse_error("kernel f(X: f16[4]) for [h200 {\n  return X\n}\n"),
+            "t.mg:1:31: error: expected ']' to close the list of targets but found '{'");
+}
+
 TEST(Printer, NumbersRoundTripExactly) {
   for (double v : {0.1, 1e-06, 0.000244140625, -3.5, 1.0 / 3.0, 6.02e23}) {
     std::string s = format_number(v);
