@@ -121,9 +121,47 @@ std::string emit_stage(const ir::Graph& program, const targets::Target& target, 
   throw UserError("unknown --emit stage '" + stage + "' (expected cuda, kernel-ir or mugraph)");
 }
 
+std::vector<targets::Target> nvidia_targets(const std::filesystem::path& dir) {
+  std::vector<targets::Target> out;
+  for (targets::Target& t : targets::load_all_targets(dir))
+    if (t.identity.vendor == "nvidia") out.push_back(std::move(t));
+  return out;
+}
+
+std::vector<targets::Target> default_targets(const std::vector<ir::Graph>& programs,
+                                             const std::filesystem::path& dir) {
+  std::vector<targets::Target> out;
+  auto have = [&](const std::string& name) {
+    return std::any_of(out.begin(), out.end(), [&](const targets::Target& t) { return t.identity.name == name; });
+  };
+  if (std::any_of(programs.begin(), programs.end(), [](const ir::Graph& g) { return g.for_targets().empty(); }))
+    out = nvidia_targets(dir);
+  for (const ir::Graph& g : programs)
+    for (const std::string& name : g.for_targets())
+      if (!have(name)) out.push_back(targets::find_target(name, dir));
+  return out;
+}
+
+void check_targets_served(const std::vector<ir::Graph>& programs, const std::vector<targets::Target>& targets) {
+  for (const targets::Target& t : targets) {
+    if (std::any_of(programs.begin(), programs.end(),
+                    [&](const ir::Graph& g) { return ir::serves_target(g, t.identity.name); }))
+      continue;
+    std::string lists;
+    for (const ir::Graph& g : programs) {
+      std::string names;
+      for (const std::string& n : g.for_targets()) names += (names.empty() ? "" : ", ") + n;
+      lists += (lists.empty() ? "" : "; ") + g.name() + " for [" + names + "]";
+    }
+    throw UserError("no program is for target '" + t.identity.name + "' (a program with a 'for' list is built only "
+                    "for the targets it names: " + lists + ")");
+  }
+}
+
 bundle::Bundle compile_programs(const std::vector<ir::Graph>& programs, const CompileOptions& options) {
   MG_CHECK(!options.targets.empty(), "compile_programs without targets");
   for (const targets::Target& t : options.targets) require_cuda(t);
+  check_targets_served(programs, options.targets);
   unsigned jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
   std::mutex progress_mutex;
   auto progress = [&](const std::string& line) {
@@ -132,14 +170,15 @@ bundle::Bundle compile_programs(const std::vector<ir::Graph>& programs, const Co
     options.progress(line);
   };
 
-  // Lower and emit every (program, target).
-  std::vector<Lowered> lowered(programs.size() * options.targets.size());
+  // Lower and emit every (program, target) where the program is for the target.
+  std::vector<Lowered> lowered;
+  for (size_t p = 0; p < programs.size(); ++p)
+    for (size_t t = 0; t < options.targets.size(); ++t)
+      if (ir::serves_target(programs[p], options.targets[t].identity.name)) lowered.push_back({p, t, {}, {}});
   std::vector<std::string> texts;  // each program's μGraph text, stored with every copy of it in the bundle
   for (const ir::Graph& g : programs) texts.push_back(ir::print(g));
   parallel_for(lowered.size(), jobs, [&](size_t i) {
     Lowered& l = lowered[i];
-    l.program = i / options.targets.size();
-    l.target = i % options.targets.size();
     const ir::Graph& g = programs[l.program];
     const targets::Target& t = options.targets[l.target];
     try {
@@ -163,6 +202,7 @@ bundle::Bundle compile_programs(const std::vector<ir::Graph>& programs, const Co
         if (l.program == p && (!lowest || cuda::cuda_arch_number(options.targets[l.target].identity.arch) <
                                               cuda::cuda_arch_number(options.targets[lowest->target].identity.arch)))
           lowest = &l;
+      if (!lowest) continue;  // the program is for none of the targets
       work.push_back({lowest, "compute_" + std::to_string(cuda::cuda_arch_number(options.targets[lowest->target].identity.arch)),
                       {}, 0});
     }

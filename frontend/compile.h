@@ -24,7 +24,19 @@ struct CompileOptions {
   std::function<void(const std::string&)> progress;
 };
 
-// Throws morgana::UserError for a program that does not lower or compile for a target (naming both).
+// Every NVIDIA target file below `dir` (sorted by path): what `compile` and `optimize` build for by default.
+std::vector<targets::Target> nvidia_targets(const std::filesystem::path& dir);
+
+// The targets `morgana compile` builds for when none is asked for: every NVIDIA target when a program has no `for`
+// list, and every target a `for` list names (each loaded from below `dir`).
+std::vector<targets::Target> default_targets(const std::vector<ir::Graph>& programs,
+                                             const std::filesystem::path& dir);
+
+// Throws morgana::UserError naming a target that no program is for (ir::serves_target).
+void check_targets_served(const std::vector<ir::Graph>& programs, const std::vector<targets::Target>& targets);
+
+// Builds each program for each target it is for (ir::serves_target). Throws morgana::UserError for a target no
+// program is for, or a program that does not lower or compile for a target (naming both).
 bundle::Bundle compile_programs(const std::vector<ir::Graph>& programs, const CompileOptions& options);
 
 // What --emit prints for one program and target: "cuda" (generated source), "kernel-ir" (the lowered kernels),

@@ -243,7 +243,8 @@ int cmd_compile(const std::vector<std::string>& args) {
   po::options_description opts("compile options");
   opts.add_options()("file", po::value<std::string>()->required(), "spec or μGraph file (.mg)")(
       "target,t", po::value<std::vector<std::string>>(),
-      "target file name (repeatable; default: every NVIDIA target of `morgana targets`)")(
+      "target file name (repeatable; default: every NVIDIA target of `morgana targets`, and every target a "
+      "program's `for [...]` list names; a program with such a list is built only for the targets it names)")(
       "output,o", po::value<std::string>(), "bundle to write (default: FILE with extension .mgb)")(
       "emit", po::value<std::string>(),
       "print one stage instead of writing a bundle: cuda (generated source), kernel-ir, mugraph (after tiling)")(
@@ -265,18 +266,19 @@ int cmd_compile(const std::vector<std::string>& args) {
   std::string file = vm["file"].as<std::string>();
   std::filesystem::path dir =
       vm.count("targets-dir") ? std::filesystem::path(vm["targets-dir"].as<std::string>()) : default_targets_dir();
+  ir::Module m = ir::parse_file(file);
   CompileOptions co;
   if (vm.count("target")) {
     for (const std::string& name : vm["target"].as<std::vector<std::string>>())
       co.targets.push_back(targets::find_target(name, dir));
   } else {
-    for (targets::Target& t : targets::load_all_targets(dir))
-      if (t.identity.vendor == "nvidia") co.targets.push_back(std::move(t));
+    co.targets = default_targets(m.programs, dir);
   }
-  ir::Module m = ir::parse_file(file);
   if (vm.count("emit")) {
+    check_targets_served(m.programs, co.targets);
     for (const ir::Graph& g : m.programs)
-      for (const targets::Target& t : co.targets) std::cout << emit_stage(g, t, vm["emit"].as<std::string>());
+      for (const targets::Target& t : co.targets)
+        if (ir::serves_target(g, t.identity.name)) std::cout << emit_stage(g, t, vm["emit"].as<std::string>());
     return kOk;
   }
   co.ptx_fallback = !vm["no-ptx"].as<bool>();

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "tests/common/command.h"
@@ -128,6 +129,50 @@ TEST(Cli, RunWithoutADriverFailsCleanly) {
   EXPECT_NE(d.out.find("no NVIDIA driver found"), std::string::npos) << d.out;
   Result r = run("run tests/runtime/does-not-exist.mgb --check");
   EXPECT_EQ(r.code, 1) << r.out;
+}
+
+}  // namespace
+
+namespace {
+
+// One name, a program per target list: `compile` builds each program only for the targets it names, by default for
+// every target the lists name, and refuses a target no program is for. --emit needs no NVRTC.
+TEST(Cli, CompileBuildsEachProgramOnlyForItsTargets) {
+  const std::string file = "/tmp/morgana_cli_test_for_targets.mg";
+  std::ofstream(file) << "kernel mm(X: f16[64,256], W: f16[256,128]) for [h200] {\n"
+                         "  Y = matmul(X, W)\n"
+                         "  return Y\n"
+                         "}\n"
+                         "kernel mm(X: f16[64,256], W: f16[256,128]) for [a100, h100] {\n"
+                         "  Y = matmul(X, W)\n"
+                         "  Z = relu(Y)\n"
+                         "  return Z\n"
+                         "}\n";
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  Result all = run("compile " + file + " --emit kernel-ir");
+  ASSERT_EQ(all.code, 0) << all.out;
+  EXPECT_EQ(count(all.out, "program mm for target "), 3u) << all.out;
+  EXPECT_EQ(count(all.out, "program mm for target h200\n"), 1u) << all.out;
+  EXPECT_EQ(count(all.out, "program mm for target a100\n"), 1u) << all.out;
+  EXPECT_EQ(count(all.out, "program mm for target h100\n"), 1u) << all.out;
+  EXPECT_EQ(count(all.out, "output Z "), 2u) << "the relu program serves a100 and h100\n" << all.out;
+
+  Result one = run("compile " + file + " --emit kernel-ir --target a100");
+  ASSERT_EQ(one.code, 0) << one.out;
+  EXPECT_EQ(count(one.out, "program mm for target "), 1u) << one.out;
+  EXPECT_EQ(count(one.out, "output Z "), 1u) << one.out;
+
+  Result none = run("compile " + file + " --emit kernel-ir --target rtx4090");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.out.find("error: no program is for target 'rtx4090' (a program with a 'for' list is built only for "
+                          "the targets it names: mm for [h200]; mm for [a100, h100])"),
+            std::string::npos)
+      << none.out;
+  std::remove(file.c_str());
 }
 
 }  // namespace
