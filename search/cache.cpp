@@ -31,7 +31,12 @@ std::optional<std::string> read_bytes(const fs::path& p) {
 
 // Appends a labelled, length-prefixed part, so that no two different lists of parts give the same bytes.
 void add_part(std::string& material, std::string_view label, std::string_view bytes) {
-  material.append(label).append(" ").append(std::to_string(bytes.size())).append(":").append(bytes).append("\n");
+  material.append(label)
+      .append(" ")
+      .append(std::to_string(bytes.size()))
+      .append(":")
+      .append(bytes)
+      .append("\n");
 }
 
 fs::path entry_path(const fs::path& dir, const std::string& key) {
@@ -40,7 +45,9 @@ fs::path entry_path(const fs::path& dir, const std::string& key) {
   return dir / (key + ".result");
 }
 
-void warn(const std::string& line) { std::cerr << "morgana: warning: " << line << "\n"; }
+void warn(const std::string& line) {
+  std::cerr << "morgana: warning: " << line << "\n";
+}
 
 }  // namespace
 
@@ -51,7 +58,8 @@ SearchOptions answer_options(const SearchOptions& options) {
   return o;
 }
 
-std::string cache_key(const std::string& canonical_spec, const targets::Target& target, const SearchOptions& options) {
+std::string cache_key(const std::string& canonical_spec, const targets::Target& target,
+                      const SearchOptions& options) {
   std::string material;
   add_part(material, "spec", canonical_spec);
   std::vector<fs::path> files{target.file};
@@ -77,16 +85,21 @@ std::string cache_key(const std::string& canonical_spec, const targets::Target& 
   return key;
 }
 
-std::string unsharded_key(const std::string& shard_key) { return shard_key.substr(0, shard_key.find(kShardSuffix)); }
+std::string unsharded_key(const std::string& shard_key) {
+  return shard_key.substr(0, shard_key.find(kShardSuffix));
+}
 
 std::optional<fs::path> cache_dir() {
   fs::path base;
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
   // The XDG base-directory spec says a relative $XDG_CACHE_HOME is to be ignored.
-  if (xdg && *xdg && fs::path(xdg).is_absolute()) base = xdg;
-  else if (home && *home) base = fs::path(home) / ".cache";
-  else return std::nullopt;
+  if (xdg && *xdg && fs::path(xdg).is_absolute())
+    base = xdg;
+  else if (home && *home)
+    base = fs::path(home) / ".cache";
+  else
+    return std::nullopt;
   fs::path dir = base / "morgana";
   std::error_code ec;
   fs::create_directories(dir, ec);

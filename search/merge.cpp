@@ -1,6 +1,6 @@
 // merge_results (search.h): the shards of one search, combined into what the unsharded search returns. Each
-// shard ran the tasks i mod n and kept its best `top`, so the best `top` of the union of their lists is the best
-// `top` overall; the counters add up and the wall clock is that of the slowest shard.
+// shard ran the tasks i mod n and kept its best `top`, so the best `top` of the union of their lists is the
+// best `top` overall; the counters add up and the wall clock is that of the slowest shard.
 #include <algorithm>
 #include <set>
 
@@ -19,8 +19,8 @@ std::string shard_name(const SearchResult& r) {
 // Throws unless `r` is a shard of the same search as `first`.
 void check_same_search(const SearchResult& first, const SearchResult& r) {
   auto differ = [&](const std::string& what) {
-    throw UserError("cannot merge " + shard_name(r) + " with " + shard_name(first) + ": they differ in " + what +
-                    " (shards of one search share everything but the shard index)");
+    throw UserError("cannot merge " + shard_name(r) + " with " + shard_name(first) + ": they differ in " +
+                    what + " (shards of one search share everything but the shard index)");
   };
   if (r.target != first.target) differ("target (" + r.target + " vs " + first.target + ")");
   if (r.spec != first.spec) differ("spec");
@@ -47,8 +47,8 @@ SearchResult merge_results(const std::vector<SearchResult>& shards) {
     int i = r.options.shard.index;
     MG_CHECK(i >= 0 && i < count, "shard index out of range in a result");  // read_result checks this
     if (by_index[static_cast<size_t>(i)])
-      throw UserError("shard " + std::to_string(i) + "/" + std::to_string(count) + " of target " + first.target +
-                      " is given twice");
+      throw UserError("shard " + std::to_string(i) + "/" + std::to_string(count) + " of target " +
+                      first.target + " is given twice");
     by_index[static_cast<size_t>(i)] = &r;
   }
   std::string missing;
@@ -83,7 +83,8 @@ SearchResult merge_results(const std::vector<SearchResult>& shards) {
   std::sort(m.top.begin(), m.top.end(), [](const RankedCandidate& a, const RankedCandidate& b) {
     return a.cost_us != b.cost_us ? a.cost_us < b.cost_us : a.hash < b.hash;
   });
-  if (m.top.size() > static_cast<size_t>(std::max(0, m.options.top))) m.top.resize(static_cast<size_t>(m.options.top));
+  if (m.top.size() > static_cast<size_t>(std::max(0, m.options.top)))
+    m.top.resize(static_cast<size_t>(m.options.top));
   return m;
 }
 

@@ -11,8 +11,8 @@ namespace morgana::search {
 
 namespace {
 
-// Idle workers sleep until a task is pushed or the run ends. The external stop flag raises no signal, so they also
-// wake on this timeout; a missed notification costs at most that long.
+// Idle workers sleep until a task is pushed or the run ends. The external stop flag raises no signal, so they
+// also wake on this timeout; a missed notification costs at most that long.
 constexpr auto kIdlePoll = std::chrono::milliseconds(2);
 
 }  // namespace
@@ -24,11 +24,17 @@ TaskPool::TaskPool(int threads)
 
 TaskPool::~TaskPool() = default;
 
-void TaskPool::Worker::spawn(Task task) { pool_.push(index_, std::move(task)); }
+void TaskPool::Worker::spawn(Task task) {
+  pool_.push(index_, std::move(task));
+}
 
-bool TaskPool::Worker::stop_requested() const { return pool_.stopping(); }
+bool TaskPool::Worker::stop_requested() const {
+  return pool_.stopping();
+}
 
-bool TaskPool::stopping() const { return failed_.load(std::memory_order_relaxed) || (stop_ && stop_->load()); }
+bool TaskPool::stopping() const {
+  return failed_.load(std::memory_order_relaxed) || (stop_ && stop_->load());
+}
 
 void TaskPool::push(int index, Task task) {
   MG_CHECK(task != nullptr, "spawned an empty task");
@@ -92,8 +98,10 @@ void TaskPool::work(int index) {
     }
     task = nullptr;  // release what the task captured before looking for the next one
     // Subtasks were counted when spawned, so pending_ reaches 0 only when nothing is queued or running.
-    if (pending_.fetch_sub(1) == 1) idle_cv_.notify_all();
-    else idle_cv_.notify_one();  // its subtasks, if any, may be stolen now
+    if (pending_.fetch_sub(1) == 1)
+      idle_cv_.notify_all();
+    else
+      idle_cv_.notify_one();  // its subtasks, if any, may be stolen now
   }
 }
 

@@ -1,10 +1,11 @@
-// The work-stealing task pool the search runs on (docs/search.md, "Driver and threads"). The search space is a
-// tree whose subtrees differ in size by orders of magnitude, so a static split leaves threads idle: each worker
-// keeps its own deque, runs its newest task first (depth first, so the deque stays short and the data warm), and an
-// idle worker steals the oldest task of another (the biggest subtree, so steals are rare).
+// The work-stealing task pool the search runs on (docs/search.md, "Driver and threads"). The search space is
+// a tree whose subtrees differ in size by orders of magnitude, so a static split leaves threads idle: each
+// worker keeps its own deque, runs its newest task first (depth first, so the deque stays short and the data
+// warm), and an idle worker steals the oldest task of another (the biggest subtree, so steals are rare).
 //
 // The pool guarantees only that every task runs exactly once unless the run is stopped; the order, and which
-// worker runs what, are not deterministic. A caller that needs a deterministic answer sorts what the tasks found.
+// worker runs what, are not deterministic. A caller that needs a deterministic answer sorts what the tasks
+// found.
 #pragma once
 
 #include <atomic>
@@ -35,7 +36,8 @@ class TaskPool {
   class Worker {
    public:
     void spawn(Task task);
-    // 0 .. threads()-1: the calling thread of run() is worker 0. Lets callers keep per-worker data without locks.
+    // 0 .. threads()-1: the calling thread of run() is worker 0. Lets callers keep per-worker data without
+    // locks.
     int index() const { return index_; }
     bool stop_requested() const;
 

@@ -22,9 +22,13 @@ size_t kernel_count(const ir::Graph& g) {
   return n;
 }
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+std::string first_line(const std::string& s) {
+  return s.substr(0, s.find('\n'));
+}
 
-std::string with_newline(const std::string& s) { return s.empty() || s.back() == '\n' ? s : s + "\n"; }
+std::string with_newline(const std::string& s) {
+  return s.empty() || s.back() == '\n' ? s : s + "\n";
+}
 
 std::string counts(const SearchStats& s) {
   uint64_t pruned = 0;
@@ -53,7 +57,8 @@ std::string candidates_table(const std::vector<RankedCandidate>& top, const std:
   std::string out = row;
   for (size_t i = 0; i < top.size(); ++i) {
     const RankedCandidate& c = top[i];
-    size_t kernels = kernel_count(ir::parse_module(c.mugraph, where + ", candidate " + std::to_string(i + 1)).programs.at(0));
+    size_t kernels = kernel_count(
+        ir::parse_module(c.mugraph, where + ", candidate " + std::to_string(i + 1)).programs.at(0));
     std::snprintf(row, sizeof row, "  %4zu  %10s  %7zu  ", i + 1, fixed(c.cost_us, 2).c_str(), kernels);
     out += row + first_line(c.verification) + "\n";
   }
@@ -80,7 +85,8 @@ std::string render_report(const SearchResult& r, bool with_timing) {
   std::string name = spec.programs.empty() ? "?" : spec.programs[0].name();
   std::string out = "search " + name + " for " + r.target;
   if (r.options.shard.count > 1)
-    out += " (shard " + std::to_string(r.options.shard.index) + "/" + std::to_string(r.options.shard.count) + ")";
+    out += " (shard " + std::to_string(r.options.shard.index) + "/" + std::to_string(r.options.shard.count) +
+           ")";
   out += "\n" + options_line(r.options) + counts(r.stats);
   if (with_timing) out += "  time " + fixed(r.stats.seconds, 2) + " s\n";
   if (r.stats.timed_out)
@@ -94,10 +100,11 @@ std::string render_report(const SearchResult& r, bool with_timing) {
 }
 
 std::string render_progress(const std::string& target, const Progress& p) {
-  return "search " + target + ": " + compact_count(p.states) + " states, " + compact_count(p.pruned) + " pruned, " +
-         compact_count(p.complete) + " complete, " + compact_count(p.verified) + " verified, best " +
-         (p.best_cost_us > 0 ? fixed(p.best_cost_us, 2) + " us" : std::string("-")) + ", tasks " +
-         std::to_string(p.tasks_done) + "/" + std::to_string(p.tasks_total) + ", " + fixed(p.elapsed_s, 1) + " s";
+  return "search " + target + ": " + compact_count(p.states) + " states, " + compact_count(p.pruned) +
+         " pruned, " + compact_count(p.complete) + " complete, " + compact_count(p.verified) +
+         " verified, best " + (p.best_cost_us > 0 ? fixed(p.best_cost_us, 2) + " us" : std::string("-")) +
+         ", tasks " + std::to_string(p.tasks_done) + "/" + std::to_string(p.tasks_total) + ", " +
+         fixed(p.elapsed_s, 1) + " s";
 }
 
 }  // namespace morgana::search

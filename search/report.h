@@ -1,5 +1,6 @@
-// What `morgana optimize` and `morgana merge` print about a search (docs/search.md, "Report"): the counts, the
-// ranked candidates and the best μGraph with its cost breakdown; and the one-line progress shown while it runs.
+// What `morgana optimize` and `morgana merge` print about a search (docs/search.md, "Report"): the counts,
+// the ranked candidates and the best μGraph with its cost breakdown; and the one-line progress shown while it
+// runs.
 #pragma once
 
 #include <string>
@@ -8,9 +9,9 @@
 
 namespace morgana::search {
 
-// Lines ending in newlines. Without `with_timing` the wall-clock time is left out, so the text of a search that
-// was not cut short is the same on every run (golden tests rely on it). Throws UserError when the result's spec or
-// a candidate's μGraph does not parse (a hand-edited result file).
+// Lines ending in newlines. Without `with_timing` the wall-clock time is left out, so the text of a search
+// that was not cut short is the same on every run (golden tests rely on it). Throws UserError when the
+// result's spec or a candidate's μGraph does not parse (a hand-edited result file).
 std::string render_report(const SearchResult& result, bool with_timing);
 
 // One line without a newline, e.g.

@@ -17,9 +17,11 @@ constexpr std::string_view kChecksum = "checksum";
 
 class Writer {
  public:
-  // "name value": one line; the value must not hold a newline (every such field is a one-line text by contract).
+  // "name value": one line; the value must not hold a newline (every such field is a one-line text by
+  // contract).
   void field(std::string_view name, std::string_view value) {
-    MG_CHECK(value.find('\n') == std::string_view::npos, "result field '" + std::string(name) + "' spans lines");
+    MG_CHECK(value.find('\n') == std::string_view::npos,
+             "result field '" + std::string(name) + "' spans lines");
     out_.append(name).append(" ").append(value).append("\n");
   }
   void number(std::string_view name, uint64_t v) { field(name, std::to_string(v)); }
@@ -38,7 +40,9 @@ class Writer {
   std::string out_;
 };
 
-std::string ratio(uint64_t a, uint64_t b) { return std::to_string(a) + "/" + std::to_string(b); }
+std::string ratio(uint64_t a, uint64_t b) {
+  return std::to_string(a) + "/" + std::to_string(b);
+}
 
 // ---- reading ----
 
@@ -85,7 +89,9 @@ class Reader {
     return v;
   }
   template <class Int>
-  Int integer(std::string_view name) { return integer<Int>(name, field(name)); }
+  Int integer(std::string_view name) {
+    return integer<Int>(name, field(name));
+  }
 
   double real(std::string_view name) {
     std::string_view text = field(name);
@@ -134,7 +140,8 @@ class Reader {
 };
 
 int to_int(Reader& in, std::string_view name, uint64_t v) {
-  if (v > static_cast<uint64_t>(std::numeric_limits<int>::max())) in.fail("'" + std::string(name) + "' is too large");
+  if (v > static_cast<uint64_t>(std::numeric_limits<int>::max()))
+    in.fail("'" + std::string(name) + "' is too large");
   return static_cast<int>(v);
 }
 
@@ -159,7 +166,8 @@ std::string write_result(const SearchResult& r) {
   const SearchStats& s = r.stats;
   w.number("stat states", s.states);
   for (const auto& [rule, n] : s.pruned) {
-    MG_CHECK(!rule.empty() && rule.find(' ') == std::string::npos, "a pruning rule name with a space: " + rule);
+    MG_CHECK(!rule.empty() && rule.find(' ') == std::string::npos,
+             "a pruning rule name with a space: " + rule);
     w.number("stat pruned " + rule, n);
   }
   w.number("stat complete", s.complete);
@@ -183,8 +191,8 @@ std::string write_result(const SearchResult& r) {
 SearchResult read_result(std::string_view text, std::string_view where, std::string* made_by) {
   Reader in(text, where);
   // The version first: an older or newer format gets that message, not a checksum mismatch.
-  if (!in.next_is(kResultMagic)) in.fail("not a morgana search result (the first line is not '" +
-                                         std::string(kResultMagic) + " N')");
+  if (!in.next_is(kResultMagic))
+    in.fail("not a morgana search result (the first line is not '" + std::string(kResultMagic) + " N')");
   if (in.integer<int>(kResultMagic) != kResultFormatVersion)
     in.fail("search result format version is not " + std::to_string(kResultFormatVersion) +
             " (written by another version of morgana; search again)");

@@ -10,7 +10,8 @@ uint64_t hash_text(std::string_view bytes, uint64_t seed) {
   // Eight bytes at a time, assembled little-endian by hand so the value is the same on every machine.
   for (; i + 8 <= bytes.size(); i += 8) {
     uint64_t w = 0;
-    for (size_t k = 0; k < 8; ++k) w |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i + k])) << (8 * k);
+    for (size_t k = 0; k < 8; ++k)
+      w |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i + k])) << (8 * k);
     h = ir::hash_mix(h, w);
   }
   uint64_t tail = 0;

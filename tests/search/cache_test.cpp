@@ -1,5 +1,5 @@
-// The result cache (search/cache.h) in a temporary $XDG_CACHE_HOME: misses, hits, damaged and stale entries, and
-// what the key covers. Runs from the source root (the target files).
+// The result cache (search/cache.h) in a temporary $XDG_CACHE_HOME: misses, hits, damaged and stale entries,
+// and what the key covers. Runs from the source root (the target files).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -28,8 +28,10 @@ class Cache : public ::testing::Test {
     setenv("XDG_CACHE_HOME", root_.c_str(), 1);
   }
   void TearDown() override {
-    if (old_xdg_) setenv("XDG_CACHE_HOME", old_xdg_->c_str(), 1);
-    else unsetenv("XDG_CACHE_HOME");
+    if (old_xdg_)
+      setenv("XDG_CACHE_HOME", old_xdg_->c_str(), 1);
+    else
+      unsetenv("XDG_CACHE_HOME");
     fs::remove_all(root_);
   }
 
@@ -80,7 +82,8 @@ TEST_F(Cache, ADamagedEntryIsIgnoredAndRemoved) {
   ::testing::internal::CaptureStderr();
   EXPECT_FALSE(cache_lookup(key));
   std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(err.find("morgana: warning: damaged cache entry ignored and removed: "), std::string::npos) << err;
+  EXPECT_NE(err.find("morgana: warning: damaged cache entry ignored and removed: "), std::string::npos)
+      << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   EXPECT_FALSE(fs::exists(entry(key)));
 }
@@ -160,7 +163,8 @@ TEST(CacheKey, ChangesWithTheContentOfTheTargetFileAndItsBases) {
   fs::copy_file("targets/cuda/h100.toml", dir / "h100.toml");
   fs::copy_file("targets/cuda/h200.toml", dir / "h200.toml");
   std::string before = cache_key(testing::kMatmulSpec, targets::find_target("h200", dir), SearchOptions{});
-  EXPECT_EQ(before, cache_key(testing::kMatmulSpec, h200(), SearchOptions{})) << "the same bytes give the same key";
+  EXPECT_EQ(before, cache_key(testing::kMatmulSpec, h200(), SearchOptions{}))
+      << "the same bytes give the same key";
   std::ofstream(dir / "h100.toml", std::ios::app) << "# an edit of the base file\n";
   std::string after = cache_key(testing::kMatmulSpec, targets::find_target("h200", dir), SearchOptions{});
   EXPECT_NE(before, after);

@@ -1,5 +1,5 @@
-// merge_results (search.h) over hand-built shards: the merged result is written out by hand, and shards that do
-// not belong together are refused with a message that says why.
+// merge_results (search.h) over hand-built shards: the merged result is written out by hand, and shards that
+// do not belong together are refused with a message that says why.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -88,8 +88,9 @@ TEST(Merge, RefusesShardsThatDoNotBelongTogether) {
 
   s = four_shards();
   s[3].target = "a100";
-  EXPECT_EQ(merge_error(s), "cannot merge shard 3/4 with shard 0/4: they differ in target (a100 vs h200) (shards "
-                            "of one search share everything but the shard index)");
+  EXPECT_EQ(merge_error(s),
+            "cannot merge shard 3/4 with shard 0/4: they differ in target (a100 vs h200) (shards "
+            "of one search share everything but the shard index)");
   s = four_shards();
   s[1].spec += "# edited\n";
   EXPECT_NE(merge_error(s).find("differ in spec"), std::string::npos);

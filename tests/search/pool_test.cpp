@@ -12,8 +12,8 @@
 namespace morgana::search {
 namespace {
 
-// A tree of tasks: each of `roots` roots spawns `fanout` children, each child `fanout` grandchildren. Every task
-// adds its own number once to `hits`.
+// A tree of tasks: each of `roots` roots spawns `fanout` children, each child `fanout` grandchildren. Every
+// task adds its own number once to `hits`.
 std::vector<TaskPool::Task> tree(int roots, int fanout, std::vector<std::atomic<int>>& hits) {
   std::vector<TaskPool::Task> out;
   for (int r = 0; r < roots; ++r) {
@@ -24,7 +24,8 @@ std::vector<TaskPool::Task> tree(int roots, int fanout, std::vector<std::atomic<
         w.spawn([base, c, fanout, &hits](TaskPool::Worker& w2) {
           int child = base + 1 + c * (1 + fanout);
           hits[static_cast<size_t>(child)]++;
-          for (int g = 0; g < fanout; ++g) w2.spawn([child, g, &hits](TaskPool::Worker&) { hits[static_cast<size_t>(child + 1 + g)]++; });
+          for (int g = 0; g < fanout; ++g)
+            w2.spawn([child, g, &hits](TaskPool::Worker&) { hits[static_cast<size_t>(child + 1 + g)]++; });
         });
       }
     });

@@ -1,5 +1,6 @@
 // The report and the progress line (search/report.h). The reports are golden files under tests/golden/search/
-// (MORGANA_BLESS=1 rewrites them); the progress line is short enough to state inline. Runs from the source root.
+// (MORGANA_BLESS=1 rewrites them); the progress line is short enough to state inline. Runs from the source
+// root.
 #include <gtest/gtest.h>
 
 #include "search/report.h"
@@ -43,8 +44,9 @@ TEST(Report, ProgressLine) {
   p.tasks_total = 40;
   p.best_cost_us = 41.3;
   p.elapsed_s = 12.34;
-  EXPECT_EQ(render_progress("h200", p),
-            "search h200: 1.2M states, 912.3k pruned, 12 complete, 3 verified, best 41.30 us, tasks 17/40, 12.3 s");
+  EXPECT_EQ(
+      render_progress("h200", p),
+      "search h200: 1.2M states, 912.3k pruned, 12 complete, 3 verified, best 41.30 us, tasks 17/40, 12.3 s");
   EXPECT_EQ(render_progress("a100", Progress{}),
             "search a100: 0 states, 0 pruned, 0 complete, 0 verified, best -, tasks 0/0, 0.0 s");
 }

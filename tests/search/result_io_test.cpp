@@ -1,5 +1,5 @@
-// Result files (search/result_io.h): every field round-trips exactly, and a file that was truncated, edited, or
-// written by another format version is rejected with a message naming the file and line.
+// Result files (search/result_io.h): every field round-trips exactly, and a file that was truncated, edited,
+// or written by another format version is rejected with a message naming the file and line.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,8 +36,8 @@ SearchResult awkward() {
   r.options.abstract_pruning = false;
   r.top[0].cost_us = 1.0 / 3.0;  // needs every digit to round-trip
   r.top[0].hash = 0xfedcba9876543210ull;
-  r.top[1].mugraph += "\n\n";                   // ends in blank lines
-  r.top[1].cost = "no newline at the end";      // and without one
+  r.top[1].mugraph += "\n\n";               // ends in blank lines
+  r.top[1].cost = "no newline at the end";  // and without one
   r.top.push_back(testing::candidate(0, 99.5));
   r.top.back().cost = "";
   r.top.back().verification = "";
@@ -99,13 +99,15 @@ TEST(ResultIo, WrongVersionAndBadChecksumSaySo) {
   std::string text = write_result(shard_result(0, 1));
   std::string v2 = text;
   v2.replace(0, std::string("morgana-search-result 1").size(), "morgana-search-result 2");
-  EXPECT_EQ(error_of(v2), "bad.result:1:1: error: search result format version is not 1 (written by another "
-                          "version of morgana; search again)");
+  EXPECT_EQ(error_of(v2),
+            "bad.result:1:1: error: search result format version is not 1 (written by another "
+            "version of morgana; search again)");
   EXPECT_NE(error_of("hello\n").find("not a morgana search result"), std::string::npos);
   std::string sum = text;
   sum[sum.size() - 2] = sum[sum.size() - 2] == '0' ? '1' : '0';
-  EXPECT_EQ(error_of(sum), "bad.result: error: checksum mismatch (the file was changed or damaged after it was "
-                           "written)");
+  EXPECT_EQ(error_of(sum),
+            "bad.result: error: checksum mismatch (the file was changed or damaged after it was "
+            "written)");
   std::string extra = text + "stat states 5\n";
   EXPECT_NE(error_of(extra).find("no checksum line"), std::string::npos) << error_of(extra);
 }
@@ -136,8 +138,9 @@ TEST(ResultIo, MalformedFieldsNameTheLine) {
   std::string spec_size = "\nspec " + std::to_string(testing::kMatmulSpec.size()) + "\n";
   EXPECT_NE(error_of(edited(spec_size, "\nspec 8000\n")).find("run past their end"), std::string::npos);
   EXPECT_NE(error_of(edited(spec_size, "\nspec 79\n")).find("run past their end"), std::string::npos);
-  EXPECT_NE(error_of(edited("hash 0000000000000065", "hash 00000000000000G5")).find("16 lowercase hex digits"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(edited("hash 0000000000000065", "hash 00000000000000G5")).find("16 lowercase hex digits"),
+      std::string::npos);
 }
 
 }  // namespace

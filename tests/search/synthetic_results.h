@@ -1,5 +1,6 @@
-// Hand-built search results for the tests of the driver's pieces (result files, cache, merge, report), which must
-// not depend on a real search: a matmul spec and two μGraphs of it with made-up costs, hashes and counts.
+// Hand-built search results for the tests of the driver's pieces (result files, cache, merge, report), which
+// must not depend on a real search: a matmul spec and two μGraphs of it with made-up costs, hashes and
+// counts.
 #pragma once
 
 #include <string>
@@ -47,7 +48,8 @@ inline SearchResult shard_result(int index, int count) {
   r.options.shard = {index, count};
   r.options.top = 3;
   const uint64_t i = static_cast<uint64_t>(index);
-  r.top = {candidate(100 + i, 10.0 + static_cast<double>(index)), candidate(200 + i, 30.0 - static_cast<double>(index))};
+  r.top = {candidate(100 + i, 10.0 + static_cast<double>(index)),
+           candidate(200 + i, 30.0 - static_cast<double>(index))};
   r.stats.states = 1000 * (i + 1);
   r.stats.pruned = {{"abstract", 10 * (i + 1)}, {"shape", i}};
   if (index == 2) r.stats.pruned["smem"] = 7;
