@@ -106,15 +106,14 @@ void TaskPool::work(int index) {
 }
 
 TaskPool::RunStats TaskPool::run(std::vector<Task> roots, const std::atomic<bool>& stop) {
+  MG_CHECK(stop_ == nullptr, "TaskPool::run called again while it runs (from a task?)");
+  for (const Task& t : roots) MG_CHECK(t != nullptr, "an empty root task");
   stop_ = &stop;
   failed_ = false;
   error_ = nullptr;
   done_ = 0;
   pending_ = static_cast<int64_t>(roots.size());
-  for (Task& t : roots) {
-    MG_CHECK(t != nullptr, "an empty root task");
-    roots_.tasks.push_back(std::move(t));
-  }
+  for (Task& t : roots) roots_.tasks.push_back(std::move(t));
   std::vector<std::thread> helpers;
   for (int i = 1; i < threads_; ++i) helpers.emplace_back([this, i] { work(i); });
   work(0);

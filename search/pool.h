@@ -59,7 +59,7 @@ class TaskPool {
   // Runs `roots` (in order, as far as one worker is concerned) and everything they spawn. Returns when every
   // task is done, or as soon as the running tasks end after `stop` became true (the tasks not started are
   // dropped and counted). A task that throws stops the run the same way; run() then rethrows the first
-  // exception and drops the later ones. The pool can run() again afterwards.
+  // exception and drops the later ones. The pool can run() again afterwards, but not from inside a task.
   RunStats run(std::vector<Task> roots, const std::atomic<bool>& stop);
 
  private:

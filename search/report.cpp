@@ -99,6 +99,12 @@ std::string render_report(const SearchResult& r, bool with_timing) {
   return out + "cost breakdown:\n" + with_newline(r.top[0].cost);
 }
 
+std::string render_summary(const SearchResult& r) {
+  return r.target + ": " + (r.found() ? "best " + fixed(r.top[0].cost_us, 2) + " us" : "no verified μGraph") + ", " +
+         std::to_string(r.stats.verified) + " verified of " + std::to_string(r.stats.complete) + " complete, " +
+         std::to_string(r.stats.states) + " states" + (r.stats.timed_out ? ", cut short by the time limit" : "");
+}
+
 std::string render_progress(const std::string& target, const Progress& p) {
   return "search " + target + ": " + compact_count(p.states) + " states, " + compact_count(p.pruned) +
          " pruned, " + compact_count(p.complete) + " complete, " + compact_count(p.verified) +

@@ -14,6 +14,9 @@ namespace morgana::search {
 // result's spec or a candidate's μGraph does not parse (a hand-edited result file).
 std::string render_report(const SearchResult& result, bool with_timing);
 
+// One line without a newline, e.g. "h200: best 41.30 us, 3 verified of 12 complete, 1234567 states".
+std::string render_summary(const SearchResult& result);
+
 // One line without a newline, e.g.
 // "search h200: 1.2M states, 0.9M pruned, 12 complete, 3 verified, best 41.30 us, tasks 17/40, 12.3 s".
 std::string render_progress(const std::string& target, const Progress& progress);

@@ -37,13 +37,7 @@ TEST(Merge, FourShardsGiveTheHandBuiltResult) {
 
   std::vector<SearchResult> shards = four_shards();
   std::reverse(shards.begin(), shards.end());  // the order of the files does not matter
-  SearchResult m = merge_results(shards);
-  EXPECT_EQ(m.spec, expected.spec);
-  EXPECT_EQ(m.target, expected.target);
-  EXPECT_EQ(m.key, expected.key);
-  EXPECT_EQ(m.options, expected.options);
-  EXPECT_EQ(m.top, expected.top);
-  EXPECT_EQ(m.stats, expected.stats);
+  testing::expect_same(merge_results(shards), expected);
 }
 
 TEST(Merge, DeduplicatesByHashBreaksTiesByHashAndKeepsTimedOut) {

@@ -34,6 +34,15 @@ TEST(Report, TimingOnlyWhenAskedFor) {
   EXPECT_EQ(without.find("time"), std::string::npos) << without;
 }
 
+TEST(Report, SummaryLine) {
+  SearchResult r = testing::shard_result(1, 4);
+  EXPECT_EQ(render_summary(r), "h200: best 11.00 us, 2 verified of 6 complete, 2000 states");
+  r.top.clear();
+  r.stats.timed_out = true;
+  EXPECT_EQ(render_summary(r), "h200: no verified μGraph, 2 verified of 6 complete, 2000 states, cut short by the "
+                               "time limit");
+}
+
 TEST(Report, ProgressLine) {
   Progress p;
   p.states = 1234567;

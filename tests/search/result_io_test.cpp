@@ -8,21 +8,14 @@
 #include "ir/diagnostic.h"
 #include "search/result_io.h"
 #include "search/text_hash.h"
+#include "tests/common/golden.h"
 #include "tests/search/synthetic_results.h"
 
 namespace morgana::search {
 namespace {
 
+using testing::expect_same;
 using testing::shard_result;
-
-void expect_same(const SearchResult& a, const SearchResult& b) {
-  EXPECT_EQ(a.spec, b.spec);
-  EXPECT_EQ(a.target, b.target);
-  EXPECT_EQ(a.key, b.key);
-  EXPECT_EQ(a.options, b.options);
-  EXPECT_EQ(a.top, b.top);
-  EXPECT_EQ(a.stats, b.stats);
-}
 
 // A result that exercises every field with values other than the defaults, and texts with awkward endings.
 SearchResult awkward() {
@@ -141,6 +134,20 @@ TEST(ResultIo, MalformedFieldsNameTheLine) {
   EXPECT_NE(
       error_of(edited("hash 0000000000000065", "hash 00000000000000G5")).find("16 lowercase hex digits"),
       std::string::npos);
+}
+
+// Result files as `morgana optimize --shard` writes them, kept as golden files: they show the format, and the CLI
+// tests merge them (tests/frontend/cli_test.cpp): three shards of a search for h200 and a whole search for a100.
+TEST(ResultFilesGolden, ShardsOfAMatmulSearch) {
+  const std::string dir = "tests/golden/search/shards/";
+  for (int i = 0; i < 3; ++i)
+    morgana::testing::expect_golden(dir + "matmul.h200." + std::to_string(i) + "-of-3.result",
+                                    write_result(shard_result(i, 3)));
+  SearchResult a100 = shard_result(0, 1);
+  a100.target = "a100";
+  a100.key = "fedcba9876543210fedcba9876543210";
+  a100.top = {testing::candidate(42, 20.5, testing::kMatmulSpec)};
+  morgana::testing::expect_golden(dir + "matmul.a100.result", write_result(a100));
 }
 
 }  // namespace

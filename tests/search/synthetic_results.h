@@ -3,6 +3,8 @@
 // counts.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
 
 #include "search/search.h"
@@ -60,6 +62,16 @@ inline SearchResult shard_result(int index, int count) {
   r.stats.tasks_done = 10;
   r.stats.seconds = 1.5 + static_cast<double>(index);
   return r;
+}
+
+// Field by field, so that a failure says which field differs.
+inline void expect_same(const SearchResult& a, const SearchResult& b) {
+  EXPECT_EQ(a.spec, b.spec);
+  EXPECT_EQ(a.target, b.target);
+  EXPECT_EQ(a.key, b.key);
+  EXPECT_EQ(a.options, b.options);
+  EXPECT_EQ(a.top, b.top);
+  EXPECT_EQ(a.stats, b.stats);
 }
 
 }  // namespace morgana::search::testing
