@@ -19,7 +19,7 @@ std::string typed_results(const ir::Graph& g, const ir::Node& n, const std::vect
 
 void report_graph(const ir::Graph& g, std::string& out) {
   std::vector<std::string> names = ir::printed_names(g);
-  out += "kernel " + g.name() + "\n";
+  out += "kernel " + g.name() + ir::print_for_targets(g) + "\n";
   for (const ir::Node& n : g.nodes()) {
     if (n.op == ir::OpCode::input) {
       out += "  " + typed_results(g, n, names) + " (input)\n";

@@ -151,6 +151,12 @@ std::string print_node(const Graph& g, const Node& n, const std::vector<std::str
   return s + " = " + print_call(g, n, names, operand_names);
 }
 
+std::string print_for_targets(const Graph& g) {
+  std::string s;
+  for (size_t i = 0; i < g.for_targets().size(); ++i) s += (i ? ", " : " for [") + g.for_targets()[i];
+  return s.empty() ? s : s + "]";
+}
+
 std::string print(const Graph& g) {
   MG_CHECK(!g.is_block(), "print a kernel graph (block graphs print inside their block op)");
   std::string out = "kernel " + g.name() + "(";
@@ -159,9 +165,7 @@ std::string print(const Graph& g) {
     TensorId t = g.inputs()[i];
     out += (i ? ", " : "") + names[t] + ": " + g.type(t).str();
   }
-  out += ")";
-  for (size_t i = 0; i < g.for_targets().size(); ++i) out += (i ? ", " : " for [") + g.for_targets()[i];
-  out += g.for_targets().empty() ? " {\n" : "] {\n";
+  out += ")" + print_for_targets(g) + " {\n";
   print_graph_body(g, "  ", out);
   out += "}\n";
   return out;

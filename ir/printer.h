@@ -23,6 +23,9 @@ std::string print_call(const Graph& g, const Node& n, const std::vector<std::str
 std::string print_node(const Graph& g, const Node& n, const std::vector<std::string>& names,
                        const std::vector<std::string>& operand_names = {});
 
+// " for [h200, h100]" for a kernel graph with a target list, else "".
+std::string print_for_targets(const Graph& g);
+
 // Exact shortest text for a double that parses back to the same value.
 std::string format_number(double v);
 
