@@ -1,15 +1,18 @@
 // The `morgana` command line. Each subcommand is one function; exit codes: 0 ok, 1 user error, 2 internal error.
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "frontend/compile.h"
+#include "frontend/files.h"
+#include "frontend/optimize.h"
 #include "frontend/report.h"
 #include "frontend/run.h"
 #include "ir/diagnostic.h"
@@ -17,6 +20,8 @@
 #include "ir/printer.h"
 #include "morgana/runtime.h"
 #include "runtime/bundle.h"
+#include "search/report.h"
+#include "search/result_io.h"
 #include "targets/cuda/nvrtc.h"
 #include "targets/target.h"
 #include "verify/equivalence.h"
@@ -38,6 +43,8 @@ const char* const kUsage =
     "  eval FILE       run FILE in the float reference on seeded random inputs, print output checksums\n"
     "  verify REF CAND prove CAND computes what REF does (finite-field random testing)\n"
     "  targets         list the hardware description files\n"
+    "  optimize SPEC   search the fastest μGraph of SPEC for each target, write it for `compile` (cached)\n"
+    "  merge SHARDS    merge the result files of `optimize --shard i/n` runs into the best μGraph(s)\n"
     "  compile FILE    lower, generate and compile FILE's programs for GPU targets into one bundle\n"
     "  inspect BUNDLE  print a bundle's programs, kernels, parameters and binary variants\n"
     "  run BUNDLE      run a bundle's program on this machine's GPU, check it against the CPU reference, time it\n"
@@ -70,22 +77,14 @@ int cmd_fmt(const std::vector<std::string>& args) {
   std::string file = vm["file"].as<std::string>();
   std::string text = ir::print(ir::parse_file(file));
   if (vm["check"].as<bool>()) {
-    std::ifstream in(file, std::ios::binary);
-    std::string orig((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (orig != text) {
+    if (read_text_file(file) != text) {
       std::cerr << file << ": not in canonical form (run `morgana fmt -i " << file << "`)\n";
       return kUserError;
     }
     return kOk;
   }
   if (vm["in-place"].as<bool>()) {
-    std::string tmp = file + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      out << text;
-      if (!out) throw UserError("cannot write " + tmp);
-    }
-    std::filesystem::rename(tmp, file);  // atomic: the original survives any failure before this point
+    write_file_atomically(file, text);
     return kOk;
   }
   std::cout << text;
@@ -296,6 +295,140 @@ int cmd_compile(const std::vector<std::string>& args) {
   return kOk;
 }
 
+// Writes the best μGraph(s) of `results` to `out`, as `optimize` and `merge` do; throws when a target has none.
+void write_best(const std::vector<search::SearchResult>& results, const std::string& out) {
+  if (std::string missing = frontend::targets_without_result(results); !missing.empty())
+    throw UserError("no verified μGraph found for " + missing + "; " + out +
+                    " not written (a longer --time-limit or a larger --max-kernel-ops or --max-block-ops may find "
+                    "one)");
+  write_file_atomically(out, best_mugraphs(results));
+  std::string targets;
+  for (const search::SearchResult& r : results) targets += (targets.empty() ? "" : ", ") + r.target;
+  std::cerr << "wrote " << out << ": the best μGraph for " << targets << "\n";
+}
+
+int cmd_optimize(const std::vector<std::string>& args) {
+  const search::SearchOptions d;
+  po::options_description opts("optimize options");
+  opts.add_options()("file", po::value<std::string>()->required(), "spec file (.mg) holding one program")(
+      "target,t", po::value<std::vector<std::string>>(),
+      "target file name (repeatable; default: the spec's `for [...]` list, else every NVIDIA target of `morgana "
+      "targets`)")(
+      "output,o", po::value<std::string>()->required(),
+      "file to write: the best μGraph (several targets: one program per target, marked `for [target]`); with "
+      "--shard, this shard's result file for `morgana merge`")(
+      "time-limit", po::value<double>()->default_value(d.time_limit_s),
+      "seconds of enumeration per target; a search cut short says so and is not cached")(
+      "threads", po::value<int>()->default_value(d.threads), "search threads (0: one per core); the answer does "
+                                                             "not depend on it")(
+      "max-kernel-ops", po::value<int>()->default_value(d.max_kernel_ops), "kernel-level ops of a candidate")(
+      "max-block-ops", po::value<int>()->default_value(d.max_block_ops), "ops of one block graph")(
+      "top", po::value<int>()->default_value(d.top), "verified candidates to keep and report")(
+      "trials", po::value<int>()->default_value(d.trials), "finite-field trials per equivalence check")(
+      "seed", po::value<uint64_t>()->default_value(d.seed), "seed of the verification")(
+      "shard", po::value<std::string>(),
+      "search only shard i of n (e.g. 0/4) for one --target, and write its result file to -o; `morgana merge` "
+      "combines the n files")(
+      "no-cache", po::bool_switch(), "neither read nor write the result cache ($XDG_CACHE_HOME/morgana)")(
+      "no-abstract-pruning", po::bool_switch(), "keep prefixes the abstract expressions would prune (slow; to "
+                                                "measure what the pruning saves)")(
+      "quiet,q", po::bool_switch(), "no progress line")(
+      "targets-dir", po::value<std::string>(), "folder of target files (default: as `morgana targets`)");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  if (!parse_args(args,
+                  "usage: morgana optimize SPEC.mg [--target NAME]... -o BEST.mg [--time-limit S] [--threads N]\n"
+                  "         [--max-kernel-ops K] [--max-block-ops B] [--top N] [--shard i/n] [--no-cache] [--quiet]\n"
+                  "  e.g. morgana optimize examples/gqa_b1.mg --target h200 -o gqa_best.mg",
+                  opts, pos, vm))
+    return kOk;
+  OptimizeOptions oo;
+  search::SearchOptions& so = oo.search;
+  auto at_least = [&](const char* option, int min) {
+    int v = vm[option].as<int>();
+    if (v < min) throw UserError("--" + std::string(option) + " must be >= " + std::to_string(min));
+    return v;
+  };
+  so.time_limit_s = vm["time-limit"].as<double>();
+  if (!(so.time_limit_s > 0)) throw UserError("--time-limit must be a positive number of seconds");
+  so.threads = at_least("threads", 0);
+  so.max_kernel_ops = at_least("max-kernel-ops", 1);
+  so.max_block_ops = at_least("max-block-ops", 1);
+  so.top = at_least("top", 1);
+  so.trials = at_least("trials", 1);
+  so.seed = vm["seed"].as<uint64_t>();
+  so.abstract_pruning = !vm["no-abstract-pruning"].as<bool>();
+  if (vm.count("shard")) so.shard = parse_shard(vm["shard"].as<std::string>());
+  oo.use_cache = !vm["no-cache"].as<bool>();
+  // The line is redrawn in place, so only on a terminal; "\x1b[K" clears what a longer line left behind.
+  if (!vm["quiet"].as<bool>() && isatty(STDERR_FILENO))
+    oo.progress = [](const std::string& line) { std::cerr << "\r" << line << "\x1b[K" << std::flush; };
+
+  std::string file = vm["file"].as<std::string>();
+  ir::Module m = ir::parse_file(file);
+  if (m.programs.size() != 1)
+    throw UserError("optimize searches one program, and this file holds " + std::to_string(m.programs.size()),
+                    {file, 0, 0});
+  std::filesystem::path dir =
+      vm.count("targets-dir") ? std::filesystem::path(vm["targets-dir"].as<std::string>()) : default_targets_dir();
+  std::vector<targets::Target> targets;
+  if (vm.count("target")) {
+    for (const std::string& name : vm["target"].as<std::vector<std::string>>())
+      targets.push_back(targets::find_target(name, dir));
+  } else {
+    targets = default_targets(m.programs, dir);
+  }
+  if (so.shard.count > 1 && targets.size() != 1)
+    throw UserError("--shard searches a part of one target's search: give exactly one --target (one job array per "
+                    "target), not " + std::to_string(targets.size()));
+
+  std::vector<search::SearchResult> results;
+  for (const targets::Target& t : targets) {
+    Optimized o = optimize_for(m.programs[0], t, oo);
+    if (!results.empty()) std::cout << "\n";
+    if (o.cached) std::cout << "(from the cache: this search ran before; --no-cache searches again)\n";
+    std::cout << search::render_report(o.result, true) << std::flush;
+    results.push_back(std::move(o.result));
+  }
+  std::string out = vm["output"].as<std::string>();
+  if (so.shard.count > 1) {
+    write_file_atomically(out, search::write_result(results[0]));
+    std::cerr << "wrote " << out << ": shard " << so.shard.index << "/" << so.shard.count << " of the search for "
+              << results[0].target << " (`morgana merge` combines the " << so.shard.count << " shard files)\n";
+    return kOk;
+  }
+  write_best(results, out);
+  return kOk;
+}
+
+int cmd_merge(const std::vector<std::string>& args) {
+  po::options_description opts("merge options");
+  opts.add_options()("files", po::value<std::vector<std::string>>()->required(),
+                     "result files of `morgana optimize --shard i/n` (every shard of each target, any order)")(
+      "output,o", po::value<std::string>()->required(), "file to write the best μGraph(s) to, as `optimize` does")(
+      "report", po::bool_switch(), "print each target's full report (default: one line per target)");
+  po::positional_options_description pos;
+  pos.add("files", -1);
+  po::variables_map vm;
+  if (!parse_args(args,
+                  "usage: morgana merge SHARD_FILES... -o BEST.mg [--report]\n"
+                  "  e.g. morgana merge gqa.h200.*.result -o gqa_best.mg --report",
+                  opts, pos, vm))
+    return kOk;
+  std::vector<search::SearchResult> results = merge_shard_files(vm["files"].as<std::vector<std::string>>());
+  for (size_t i = 0; i < results.size(); ++i) {
+    const search::SearchResult& r = results[i];
+    if (vm["report"].as<bool>()) {
+      std::cout << (i ? "\n" : "") << search::render_report(r, true);
+      continue;
+    }
+    std::cout << search::render_summary(r) << "\n";
+  }
+  write_best(results, vm["output"].as<std::string>());
+  return kOk;
+}
+
 int cmd_devices(const std::vector<std::string>& args) {
   po::options_description opts("devices options");
   opts.add_options()("targets-dir", po::value<std::string>(), "folder of target files (default: as `morgana targets`)");
@@ -375,6 +508,8 @@ int dispatch(int argc, char** argv) {
   if (cmd == "verify") return cmd_verify(args);
   if (cmd == "targets") return cmd_targets(args);
   if (cmd == "inspect") return cmd_inspect(args);
+  if (cmd == "optimize") return cmd_optimize(args);
+  if (cmd == "merge") return cmd_merge(args);
   if (cmd == "compile") return cmd_compile(args);
   if (cmd == "run") return cmd_run(args);
   if (cmd == "devices") return cmd_devices(args);

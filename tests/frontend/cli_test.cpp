@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tests/common/command.h"
+#include "tests/common/golden.h"
 
 namespace {
 
@@ -173,6 +174,106 @@ TEST(Cli, CompileBuildsEachProgramOnlyForItsTargets) {
             std::string::npos)
       << none.out;
   std::remove(file.c_str());
+}
+
+}  // namespace
+
+namespace {
+
+// Runs `morgana ARGS`, which must fail with exit code 1 and print `message`.
+void expect_user_error(const std::string& args, const std::string& message) {
+  Result r = run(args);
+  EXPECT_EQ(r.code, 1) << args;
+  EXPECT_NE(r.out.find(message), std::string::npos) << args << "\n" << r.out;
+}
+
+// `optimize` refuses bad arguments before any search starts.
+TEST(Cli, OptimizeArgumentErrorsNameTheOption) {
+  const std::string lora = "optimize examples/lora.mg --target h200 -o /tmp/morgana_cli_test_x.mg ";
+  for (std::string shard : {"3/2", "a/b", "0/0", "1", "-1/2", "1/2/3", "0/"})
+    expect_user_error(lora + "--shard " + shard,
+                      "error: --shard needs i/n (shard i of n, 0 <= i < n, e.g. --shard 0/4), not '" + shard + "'");
+  expect_user_error(lora + "--target a100 --shard 0/2", "give exactly one --target");
+  expect_user_error(lora + "--top 0", "--top must be >= 1");
+  expect_user_error(lora + "--time-limit 0", "--time-limit must be a positive number");
+  expect_user_error("optimize examples/lora.mg --target h200", "--output");
+  expect_user_error("optimize examples/lora.mg --target nosuchgpu -o /tmp/morgana_cli_test_x.mg", "nosuchgpu");
+}
+
+TEST(Cli, OptimizeAndMergeAreListedWithTheirOptions) {
+  Result usage = run("--help");
+  EXPECT_NE(usage.out.find("  optimize SPEC"), std::string::npos) << usage.out;
+  EXPECT_NE(usage.out.find("  merge SHARDS"), std::string::npos) << usage.out;
+  Result opt = run("optimize --help");
+  EXPECT_EQ(opt.code, 0);
+  for (const char* o : {"--time-limit", "--threads", "--max-kernel-ops", "--max-block-ops", "--top", "--shard",
+                        "--no-cache", "--quiet", "--no-abstract-pruning", "--target", "--output"})
+    EXPECT_NE(opt.out.find(o), std::string::npos) << o << "\n" << opt.out;
+  Result merge = run("merge --help");
+  EXPECT_EQ(merge.code, 0);
+  EXPECT_NE(merge.out.find("--report"), std::string::npos) << merge.out;
+}
+
+// Merging the shard files of tests/golden/search/shards/ (written by tests/search/result_io_test.cpp): three shards
+// of a search for h200 and a whole one for a100, given in any order.
+const std::string kShards = "tests/golden/search/shards/";
+
+TEST(Cli, MergeWritesTheBestMuGraphPerTarget) {
+  const std::string out = "/tmp/morgana_cli_test_merged.mg";
+  std::remove(out.c_str());
+  Result one = run("merge " + kShards + "matmul.h200.2-of-3.result " + kShards + "matmul.h200.0-of-3.result " +
+                   kShards + "matmul.h200.1-of-3.result -o " + out);
+  ASSERT_EQ(one.code, 0) << one.out;
+  EXPECT_NE(one.out.find("h200: best 10.00 us, 6 verified of 18 complete, 6000 states\n"), std::string::npos)
+      << one.out;
+  std::string best = morgana::testing::read_file(out);
+  EXPECT_EQ(best.rfind("# best μGraph found by morgana ", 0), 0u) << best;
+  EXPECT_NE(best.find("optimize; estimated 10.00 us on h200\nkernel matmul(X: f16[64,4096], W: f16[4096,1024]) {\n"
+                      "  P = block(X, W)"),
+            std::string::npos)
+      << best;
+  EXPECT_EQ(run("check " + out).code, 0);
+
+  Result two = run("merge " + kShards + "matmul.h200.*-of-3.result " + kShards + "matmul.a100.result -o " + out +
+                   " --report");
+  ASSERT_EQ(two.code, 0) << two.out;
+  EXPECT_NE(two.out.find("search matmul for h200\n"), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("\nsearch matmul for a100\n"), std::string::npos) << two.out;
+  best = morgana::testing::read_file(out);
+  EXPECT_NE(best.find("kernel matmul(X: f16[64,4096], W: f16[4096,1024]) for [h200] {\n"), std::string::npos)
+      << best;
+  EXPECT_NE(best.find("kernel matmul(X: f16[64,4096], W: f16[4096,1024]) for [a100] {\n  Y = matmul(X, W)\n"),
+            std::string::npos)
+      << best;
+  Result check = run("check " + out);
+  EXPECT_EQ(check.code, 0) << check.out;
+  std::remove(out.c_str());
+}
+
+TEST(Cli, MergeRefusesMissingRepeatedAndDamagedShards) {
+  const std::string out = "/tmp/morgana_cli_test_merged_bad.mg";
+  std::remove(out.c_str());
+  Result missing = run("merge " + kShards + "matmul.h200.0-of-3.result " + kShards + "matmul.h200.2-of-3.result -o " +
+                       out);
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.out.find("error: the search for target h200 has 3 shards but shard(s) 1 of them are missing (the "
+                             "files for h200: " +
+                             kShards + "matmul.h200.0-of-3.result, " + kShards + "matmul.h200.2-of-3.result)"),
+            std::string::npos)
+      << missing.out;
+  Result twice = run("merge " + kShards + "matmul.h200.*-of-3.result " + kShards + "matmul.h200.1-of-3.result -o " +
+                     out);
+  EXPECT_EQ(twice.code, 1);
+  EXPECT_NE(twice.out.find("shard 1/3 of target h200 is given twice"), std::string::npos) << twice.out;
+
+  const std::string damaged = "/tmp/morgana_cli_test_damaged.result";
+  std::string text = morgana::testing::read_file(kShards + "matmul.a100.result");
+  std::ofstream(damaged) << text.substr(0, text.size() - 10);
+  Result bad = run("merge " + damaged + " -o " + out);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find(damaged + ": error: "), std::string::npos) << bad.out;
+  EXPECT_FALSE(std::ifstream(out).good()) << "nothing is written when the merge fails";
+  std::remove(damaged.c_str());
 }
 
 }  // namespace

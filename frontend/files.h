@@ -1,0 +1,18 @@
+// Reading and writing the CLI's text files with errors a person understands. Outputs are written atomically (a
+// temporary file next to the target, then a rename), so an interrupted command never leaves half a file behind
+// and never destroys the previous one.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace morgana::frontend {
+
+// Throws UserError naming the file when it cannot be read.
+std::string read_text_file(const std::filesystem::path& path);
+
+// Throws UserError naming the file when it cannot be written.
+void write_file_atomically(const std::filesystem::path& path, std::string_view text);
+
+}  // namespace morgana::frontend

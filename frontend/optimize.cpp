@@ -1,0 +1,150 @@
+#include "frontend/optimize.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "frontend/files.h"
+#include "ir/diagnostic.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "search/cache.h"
+#include "search/report.h"
+#include "search/result_io.h"
+
+namespace morgana::frontend {
+
+namespace {
+
+// The progress line is redrawn in place; more than a few redraws a second only costs terminal time.
+constexpr auto kProgressInterval = std::chrono::milliseconds(200);
+
+// Clears the progress line however the search ends (an exception included), so an error message starts on a
+// clean line.
+struct ProgressLine {
+  const std::function<void(const std::string&)>& show;
+  ~ProgressLine() {
+    if (show) show("");
+  }
+};
+
+std::string fixed2(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+}  // namespace
+
+Optimized optimize_for(const ir::Graph& spec, const targets::Target& target, const OptimizeOptions& options) {
+  // The key and the result files hold the spec without a target list: the list says where a program is used, not
+  // what it computes.
+  ir::Graph plain = spec;
+  plain.set_for_targets({});
+  const std::string canonical = ir::print(plain);
+  const std::string key = search::cache_key(canonical, target, options.search);
+  if (options.use_cache)
+    if (std::optional<search::SearchResult> hit = search::cache_lookup(key)) return {std::move(*hit), true};
+
+  search::ProgressFn on_progress;
+  std::chrono::steady_clock::time_point last{};
+  if (options.progress)
+    on_progress = [&](const search::Progress& p) {
+      auto now = std::chrono::steady_clock::now();
+      if (now - last < kProgressInterval) return;
+      last = now;
+      options.progress(search::render_progress(target.identity.name, p));
+    };
+  Optimized o;
+  {
+    ProgressLine line{options.progress};
+    o.result = search::search(plain, target, options.search, on_progress);
+  }
+  o.result.spec = canonical;
+  o.result.target = target.identity.name;
+  o.result.key = key;
+  o.result.options = options.search;
+  if (options.use_cache) search::cache_store(o.result);
+  return o;
+}
+
+search::Shard parse_shard(const std::string& text, const std::string& option) {
+  auto number = [&](std::string_view s, int& v) {
+    auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    return !s.empty() && r.ec == std::errc() && r.ptr == s.data() + s.size();
+  };
+  size_t slash = text.find('/');
+  search::Shard s;
+  if (slash == std::string::npos || !number(std::string_view(text).substr(0, slash), s.index) ||
+      !number(std::string_view(text).substr(slash + 1), s.count) || s.count < 1 || s.index < 0 ||
+      s.index >= s.count)
+    throw UserError(option + " needs i/n (shard i of n, 0 <= i < n, e.g. " + option + " 0/4), not '" + text + "'");
+  return s;
+}
+
+std::string best_mugraphs(const std::vector<search::SearchResult>& results) {
+  struct Group {
+    std::string text;  // the μGraph without a target list, to find identical ones
+    ir::Graph graph;
+    std::vector<const search::SearchResult*> results;
+  };
+  std::vector<Group> groups;
+  for (const search::SearchResult& r : results) {
+    MG_CHECK(r.found(), "best_mugraphs of a search that found nothing");
+    ir::Graph g = std::move(ir::parse_module(r.top[0].mugraph, "best μGraph for " + r.target).programs.at(0));
+    g.set_for_targets({});
+    std::string text = ir::print(g);
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.text == text; });
+    if (same == groups.end()) {
+      groups.push_back({text, std::move(g), {}});
+      same = groups.end() - 1;
+    }
+    same->results.push_back(&r);
+  }
+  std::string out;
+  for (Group& grp : groups) {
+    std::string costs;
+    std::vector<std::string> targets;
+    for (const search::SearchResult* r : grp.results) {
+      costs += (costs.empty() ? "" : ", ") + fixed2(r->top[0].cost_us) + " us on " + r->target;
+      targets.push_back(r->target);
+    }
+    if (!out.empty()) out += "\n";
+    out += "# best μGraph found by morgana " MORGANA_VERSION " optimize; estimated " + costs + "\n";
+    if (results.size() > 1) grp.graph.set_for_targets(targets);
+    out += ir::print(grp.graph);
+  }
+  return out;
+}
+
+std::string targets_without_result(const std::vector<search::SearchResult>& results) {
+  std::string missing;
+  for (const search::SearchResult& r : results)
+    if (!r.found()) missing += (missing.empty() ? "" : ", ") + r.target;
+  return missing;
+}
+
+std::vector<search::SearchResult> merge_shard_files(const std::vector<std::string>& files) {
+  std::vector<std::string> order;  // targets, as they first appear
+  std::map<std::string, std::vector<search::SearchResult>> shards;
+  std::map<std::string, std::string> names;  // target -> its files, for the error messages
+  for (const std::string& f : files) {
+    search::SearchResult r = search::read_result(read_text_file(f), f);
+    if (!shards.count(r.target)) order.push_back(r.target);
+    names[r.target] += (names[r.target].empty() ? "" : ", ") + f;
+    shards[r.target].push_back(std::move(r));
+  }
+  std::vector<search::SearchResult> merged;
+  for (const std::string& t : order) {
+    try {
+      merged.push_back(search::merge_results(shards[t]));
+    } catch (const UserError& e) {
+      throw UserError(e.message() + " (the files for " + t + ": " + names[t] + ")");
+    }
+  }
+  return merged;
+}
+
+}  // namespace morgana::frontend
