@@ -45,8 +45,8 @@ std::string counts(const SearchStats& s) {
 }
 
 std::string options_line(const SearchOptions& o) {
-  return "  options: at most " + std::to_string(o.max_kernel_ops) + " kernel ops and " +
-         std::to_string(o.max_block_ops) + " block ops, top " + std::to_string(o.top) + ", " +
+  return "  options: kernel ops <= " + std::to_string(o.max_kernel_ops) + ", block ops <= " +
+         std::to_string(o.max_block_ops) + ", top " + std::to_string(o.top) + ", " +
          std::to_string(o.trials) + " trials, seed " + std::to_string(o.seed) +
          (o.abstract_pruning ? "" : ", abstract pruning off") + "\n";
 }

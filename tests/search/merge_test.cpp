@@ -23,7 +23,8 @@ TEST(Merge, FourShardsGiveTheHandBuiltResult) {
   expected.spec = testing::kMatmulSpec;
   expected.target = "h200";
   expected.key = "0123456789abcdef0123456789abcdef";
-  expected.options.top = 3;
+  expected.options = shard_result(0, 4).options;
+  expected.options.shard = {0, 1};
   // Costs per shard i: hash 100+i at 10+i, hash 200+i at 30-i. The best three of the eight.
   expected.top = {candidate(100, 10), candidate(101, 11), candidate(102, 12)};
   expected.stats.states = 1000 + 2000 + 3000 + 4000;

@@ -47,8 +47,16 @@ inline SearchResult shard_result(int index, int count) {
   r.target = "h200";
   r.key = "0123456789abcdef0123456789abcdef";
   if (count > 1) r.key += "-shard-" + std::to_string(index) + "-of-" + std::to_string(count);
+  // Every option set here, so that a new default in search.h does not change the golden files.
+  r.options.time_limit_s = 60;
+  r.options.threads = 0;
+  r.options.max_kernel_ops = 2;
+  r.options.max_block_ops = 12;
   r.options.shard = {index, count};
   r.options.top = 3;
+  r.options.trials = 3;
+  r.options.seed = 1;
+  r.options.abstract_pruning = true;
   const uint64_t i = static_cast<uint64_t>(index);
   r.top = {candidate(100 + i, 10.0 + static_cast<double>(index)),
            candidate(200 + i, 30.0 - static_cast<double>(index))};
