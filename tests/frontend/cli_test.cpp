@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -14,10 +15,12 @@ namespace {
 
 using Result = morgana::testing::CommandResult;  // out: stdout, then stderr
 
-Result run(const std::string& args) {
+// `env` is prepended to the command line, e.g. "XDG_CACHE_HOME=/tmp/x".
+Result run(const std::string& args, const std::string& env = "") {
   const char* bin = std::getenv("MORGANA_BIN");
   EXPECT_NE(bin, nullptr) << "MORGANA_BIN is set by meson";
-  Result r = morgana::testing::run_command(std::string(bin) + " " + args + " 2>/tmp/morgana_cli_test_err");
+  Result r =
+      morgana::testing::run_command(env + " " + std::string(bin) + " " + args + " 2>/tmp/morgana_cli_test_err");
   std::array<char, 4096> buf{};
   size_t n;
   FILE* e = fopen("/tmp/morgana_cli_test_err", "r");
@@ -274,6 +277,48 @@ TEST(Cli, MergeRefusesMissingRepeatedAndDamagedShards) {
   EXPECT_NE(bad.out.find(damaged + ": error: "), std::string::npos) << bad.out;
   EXPECT_FALSE(std::ifstream(out).good()) << "nothing is written when the merge fails";
   std::remove(damaged.c_str());
+}
+
+}  // namespace
+
+namespace {
+
+// The real search on a spec small enough for a test (about a second per target), in a cache of its own: a search,
+// the same again from the cache, and two shards merged into the same best μGraph.
+TEST(Cli, OptimizeCachesAndShardsMergeToTheSameAnswer) {
+  char tmpl[] = "/tmp/morgana_cli_test_cache_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string cache = std::string("XDG_CACHE_HOME=") + tmpl;
+  std::ofstream(std::string(tmpl) + "/spec.mg") << "kernel rmsnorm_linear_small(X: f16[4,256], W: f16[256,384]) {\n"
+                                                   "  N = rms_norm(X, dim=1)\n"
+                                                   "  Y = matmul(N, W)\n"
+                                                   "  return Y\n"
+                                                   "}\n";
+  const std::string spec = "optimize " + std::string(tmpl) + "/spec.mg --target h200 --threads 2 ";
+  const std::string best = std::string(tmpl) + "/best.mg", again = std::string(tmpl) + "/again.mg",
+                    merged = std::string(tmpl) + "/merged.mg";
+  Result first = run(spec + "-o " + best, cache);
+  ASSERT_EQ(first.code, 0) << first.out;
+  EXPECT_NE(first.out.find("search rmsnorm_linear_small for h200\n"), std::string::npos) << first.out;
+  EXPECT_EQ(first.out.find("(from the cache"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("wrote " + best), std::string::npos) << first.out;
+
+  Result second = run(spec + "-o " + again, cache);
+  ASSERT_EQ(second.code, 0) << second.out;
+  EXPECT_NE(second.out.find("(from the cache: this search ran before"), std::string::npos) << second.out;
+  EXPECT_EQ(morgana::testing::read_file(again), morgana::testing::read_file(best));
+
+  for (int i = 0; i < 2; ++i) {
+    Result shard = run(spec + "--shard " + std::to_string(i) + "/2 -o " + tmpl + "/s" + std::to_string(i) + ".result",
+                       cache);
+    ASSERT_EQ(shard.code, 0) << shard.out;
+    EXPECT_NE(shard.out.find("(shard " + std::to_string(i) + "/2)"), std::string::npos) << shard.out;
+  }
+  Result merge = run("merge " + std::string(tmpl) + "/s1.result " + tmpl + "/s0.result -o " + merged);
+  ASSERT_EQ(merge.code, 0) << merge.out;
+  EXPECT_EQ(morgana::testing::read_file(merged), morgana::testing::read_file(best));
+  EXPECT_EQ(run("check " + merged).code, 0);
+  std::filesystem::remove_all(tmpl);
 }
 
 }  // namespace
