@@ -1,6 +1,6 @@
-// Reading and writing the CLI's text files with errors a person understands. Outputs are written atomically (a
-// temporary file next to the target, then a rename), so an interrupted command never leaves half a file behind
-// and never destroys the previous one.
+// Reading and writing the CLI's text files with errors a person understands. Outputs are written atomically
+// (a temporary file next to the target, then a rename), so an interrupted command never leaves half a file
+// behind and never destroys the previous one.
 #pragma once
 
 #include <filesystem>

@@ -39,8 +39,8 @@ std::string fixed2(double v) {
 }  // namespace
 
 Optimized optimize_for(const ir::Graph& spec, const targets::Target& target, const OptimizeOptions& options) {
-  // The key and the result files hold the spec without a target list: the list says where a program is used, not
-  // what it computes.
+  // The key and the result files hold the spec without a target list: the list says where a program is used,
+  // not what it computes.
   ir::Graph plain = spec;
   plain.set_for_targets({});
   const std::string canonical = ir::print(plain);
@@ -80,7 +80,8 @@ search::Shard parse_shard(const std::string& text, const std::string& option) {
   if (slash == std::string::npos || !number(std::string_view(text).substr(0, slash), s.index) ||
       !number(std::string_view(text).substr(slash + 1), s.count) || s.count < 1 || s.index < 0 ||
       s.index >= s.count)
-    throw UserError(option + " needs i/n (shard i of n, 0 <= i < n, e.g. " + option + " 0/4), not '" + text + "'");
+    throw UserError(option + " needs i/n (shard i of n, 0 <= i < n, e.g. " + option + " 0/4), not '" + text +
+                    "'");
   return s;
 }
 

@@ -1,5 +1,5 @@
-// `morgana optimize` and `morgana merge` (docs/search.md, "Command line"): the search per target with the cache
-// in front of it, the shards' result files, and the file of best μGraphs that `morgana compile` takes.
+// `morgana optimize` and `morgana merge` (docs/search.md, "Command line"): the search per target with the
+// cache in front of it, the shards' result files, and the file of best μGraphs that `morgana compile` takes.
 #pragma once
 
 #include <functional>
@@ -25,24 +25,24 @@ struct Optimized {
   bool cached = false;  // found in the cache: no search ran
 };
 
-// The search of `spec` (a program) for `target`: the cached result when there is one, else search::search, whose
-// result is then cached (unless cut short by the time limit). The result's spec, target, key and options are this
-// search's, whatever search::search filled in.
+// The search of `spec` (a program) for `target`: the cached result when there is one, else search::search,
+// whose result is then cached (unless cut short by the time limit). The result's spec, target, key and
+// options are this search's, whatever search::search filled in.
 Optimized optimize_for(const ir::Graph& spec, const targets::Target& target, const OptimizeOptions& options);
 
 // "i/n" with 0 <= i < n; throws UserError naming `option` otherwise.
 search::Shard parse_shard(const std::string& text, const std::string& option = "--shard");
 
-// What `optimize` and `merge` write: one target's best μGraph as a program, or for several targets one program per
-// distinct μGraph, annotated `for [targets]` (ir::Graph::for_targets). Each program is preceded by a comment with
-// its estimated cost per target. Every result must have found a μGraph.
+// What `optimize` and `merge` write: one target's best μGraph as a program, or for several targets one
+// program per distinct μGraph, annotated `for [targets]` (ir::Graph::for_targets). Each program is preceded
+// by a comment with its estimated cost per target. Every result must have found a μGraph.
 std::string best_mugraphs(const std::vector<search::SearchResult>& results);
 
 // The targets among `results` that found no verified μGraph, as "h200, a100"; empty when all did.
 std::string targets_without_result(const std::vector<search::SearchResult>& results);
 
-// Reads shard result files (search/result_io.h), groups them by target in the order each target first appears,
-// and merges each group (search::merge_results).
+// Reads shard result files (search/result_io.h), groups them by target in the order each target first
+// appears, and merges each group (search::merge_results).
 std::vector<search::SearchResult> merge_shard_files(const std::vector<std::string>& files);
 
 }  // namespace morgana::frontend
