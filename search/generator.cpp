@@ -128,6 +128,13 @@ bool scalar_consumer_ok(OpCode scalar, OpCode consumer, bool scaled_outputs) {
     return consumer == OpCode::add_scalar || consumer == OpCode::reduce_max || consumer == OpCode::sub;
   return false;
 }
+// The same for a binary op: a scaled value is only ever the minuend of a max subtraction.
+bool scalar_operands_ok(OpCode op, OpCode a_scalar, OpCode b_scalar, bool b_shift, bool scaled_outputs) {
+  if (!scalar_consumer_ok(a_scalar, op, scaled_outputs) || !scalar_consumer_ok(b_scalar, op, scaled_outputs))
+    return false;
+  if (op == OpCode::sub && a_scalar != OpCode::input && !b_shift) return false;
+  return b_scalar == OpCode::input || op != OpCode::sub;
+}
 
 }  // namespace
 
@@ -749,8 +756,8 @@ class Explorer {
     const ir::OpInfo& info = ir::op_info(op);
     const BTensor& x = b.bt[*operands.begin()];
     const BTensor* y = operands.size() > 1 ? &b.bt[*(operands.begin() + 1)] : nullptr;
-    if (!scalar_consumer_ok(x.scalar, op, sh_.scaled_outputs) ||
-        (y && !scalar_consumer_ok(y->scalar, op, sh_.scaled_outputs)))
+    if (y ? !scalar_operands_ok(op, x.scalar, y->scalar, y->shift, sh_.scaled_outputs)
+          : !scalar_consumer_ok(x.scalar, op, sh_.scaled_outputs))
       return prune("scalar"), false;
     if (!shift_rule(op, x.shift, x.expr, y ? y->shift : false, x.shifted)) return false;
     Label reduced;
@@ -1048,6 +1055,9 @@ class Explorer {
     if (stopped()) return;
     try_saves(b, found);
     if (b.compute_ops >= sh_.options.max_block_ops) return;
+    // Without a for-loop the accumulators change nothing, so an op after them is the same graph as the op
+    // before them: canonically every op is in the body.
+    if (b.h.loop < 0) return;
     TensorId pending = pending_scalar(b);
     for_each_block_op(b, 0, last, true, [&](OpCode op, std::initializer_list<TensorId> ops, const Attrs& a, Rank r) {
       if (stopped()) return;

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <mutex>
 #include <thread>
 
 #include "ir/diagnostic.h"
 #include "ir/printer.h"
 #include "search/cost_model.h"
 #include "search/generator.h"
+#include "search/pool.h"
 #include "verify/equivalence.h"
 #include "verify/float_check.h"
 
@@ -72,57 +72,49 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
   std::vector<TaskBest> found(tasks.size());
   std::vector<GenStats> stats(tasks.size());
   std::atomic<bool> stop{false};
-  std::atomic<size_t> next{0}, done{0};
-  std::atomic<uint64_t> complete{0};
-  std::exception_ptr error;
-  std::mutex error_mu;
+  std::atomic<uint64_t> done{0}, complete{0};
 
-  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  auto worker = [&] {
-    try {
-      for (size_t i; !stop && (i = next.fetch_add(1)) < tasks.size();) {
-        gen.explore(tasks[i], stats[i], [&](Candidate&& c) {
-          complete.fetch_add(1, std::memory_order_relaxed);
-          found[i].add(std::move(c));
-          found[i].update_bound();
-        }, stop, found[i].bound_ptr());
-        if (!stop) done.fetch_add(1);
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mu);
-      if (!error) error = std::current_exception();
-      stop = true;
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
-  std::thread watcher;
+  // One pool task per generator task; each writes only its own slot, so nothing needs a lock.
+  TaskPool pool(options.threads);
+  std::vector<TaskPool::Task> roots;
+  for (size_t i = 0; i < tasks.size(); ++i)
+    roots.push_back([&, i](TaskPool::Worker&) {
+      gen.explore(tasks[i], stats[i], [&](Candidate&& c) {
+        complete.fetch_add(1, std::memory_order_relaxed);
+        found[i].add(std::move(c));
+        found[i].update_bound();
+      }, stop, found[i].bound_ptr());
+      if (!stop) done.fetch_add(1);
+    });
+  // The time limit and the progress line, from one thread of their own.
   std::atomic<bool> finished{false};
-  watcher = std::thread([&] {
+  std::thread watcher([&] {
+    double last = 0;
     while (!finished) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       double el = seconds_since(t0);
       if (el > options.time_limit_s) stop = true;
-      if (on_progress) {
-        static thread_local double last = 0;
-        if (el - last >= 0.2) {
-          last = el;
-          Progress p;
-          p.complete = complete;
-          p.tasks_done = done;
-          p.tasks_total = tasks.size();
-          p.elapsed_s = el;
-          on_progress(p);
-        }
+      if (on_progress && el - last >= 0.2) {
+        last = el;
+        Progress p;
+        p.complete = complete;
+        p.tasks_done = done;
+        p.tasks_total = tasks.size();
+        p.elapsed_s = el;
+        on_progress(p);
       }
     }
   });
-  worker();
-  for (std::thread& t : pool) t.join();
-  result.stats.timed_out = stop && !error;
+  try {
+    pool.run(std::move(roots), stop);
+  } catch (...) {
+    finished = true;
+    watcher.join();
+    throw;
+  }
+  result.stats.timed_out = stop.load();
   finished = true;
   watcher.join();
-  if (error) std::rethrow_exception(error);
 
   // Everything found, in (cost, hash) order, independent of which thread found what.
   std::vector<Candidate> all;
@@ -139,40 +131,39 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
   result.stats.tasks_total = tasks.size();
   result.stats.tasks_done = done;
 
-  // Verification in cost order: the cheap check first, then the full exact check and the float check. A
-  // structure that fails once is not tried again at other sizes.
+  // Verification in cost order (docs/search.md, "Verification"): every kept candidate passes the cheap exact
+  // check and the float check; the best one also passes the full exact check (if it fails, the next candidate
+  // takes its place). A structure that fails once is not tried again at other sizes.
   std::vector<uint64_t> failed;
   verify::EquivalenceOptions cheap{options.trials, options.seed, false};
   verify::EquivalenceOptions full{options.trials, options.seed, true};
   for (const Candidate& c : all) {
     if (static_cast<int>(result.top.size()) >= options.top) break;
     if (std::find(failed.begin(), failed.end(), c.structure) != failed.end()) continue;
+    bool best = result.top.empty();
     verify::Verdict v = verify::equivalent(spec, c.graph, cheap);
-    std::string why;
-    if (v.equivalent()) {
-      // The float check before the full exact one: it is cheaper, and what it catches (overflow) is what the
-      // cheap check cannot see.
-      verify::FloatCheck fc = verify::float_check(spec, c.graph, {.seed = options.seed});
-      if (fc.pass) {
-        verify::Verdict f = verify::equivalent(spec, c.graph, full);
-        if (f.equivalent()) {
-          ++result.stats.verified;
-          RankedCandidate r;
-          r.mugraph = ir::print(c.graph);
-          r.hash = c.hash;
-          r.cost_us = c.cost_us;
-          r.cost = estimate(c.graph, target).str();
-          char buf[160];
-          std::snprintf(buf, sizeof buf, "cheap and full exact checks equivalent (%d trials each); float check max error %.3g of tolerance",
-                        options.trials, fc.error);
-          r.verification = buf;
-          result.top.push_back(std::move(r));
-          continue;
-        }
-      }
+    // The float check before the full exact one: it is cheaper, and what it catches (overflow) is what the
+    // exact checks cannot see.
+    verify::FloatCheck fc;
+    if (v.equivalent()) fc = verify::float_check(spec, c.graph, {.seed = options.seed});
+    verify::Verdict f;
+    if (v.equivalent() && fc.pass && best) f = verify::equivalent(spec, c.graph, full);
+    if (!v.equivalent() || !fc.pass || !f.equivalent()) {
+      ++result.stats.rejected;
+      failed.push_back(c.structure);
+      continue;
     }
-    ++result.stats.rejected;
-    failed.push_back(c.structure);
+    ++result.stats.verified;
+    RankedCandidate r;
+    r.mugraph = ir::print(c.graph);
+    r.hash = c.hash;
+    r.cost_us = c.cost_us;
+    r.cost = estimate(c.graph, target).str();
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s exact, %d trials; float check max error %.3g of tolerance",
+                  best ? "cheap and full" : "cheap", options.trials, fc.error);
+    r.verification = buf;
+    result.top.push_back(std::move(r));
   }
   result.stats.seconds = seconds_since(t0);
   return result;
