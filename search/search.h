@@ -32,7 +32,7 @@ struct SearchOptions {
   int max_kernel_ops = 2;     // kernel-level ops of a candidate (block ops and predefined ops)
   int max_block_ops = 12;     // compute ops and accumulators of one block graph (iterators and savers not counted)
   Shard shard;
-  int top = 5;                // candidates kept, each passing every check (cheap, full exact and float)
+  int top = 5;                // candidates kept: all pass the cheap exact and float checks, the best also the full one
   int trials = 3;             // finite-field trials per check
   uint64_t seed = 1;          // of the verification
   bool abstract_pruning = true;  // off only to measure what the sub-expression pruning saves
