@@ -110,6 +110,7 @@ struct BTensor {
   uint32_t cls = UINT32_MAX;      // e-class of expr in the spec's e-graph (SubexprOracle::class_of)
   bool shifted = false;           // x - max: its max is taken already
   uint8_t maxdep = 0;             // scaled by exp(-m) for a max m that is partial over these header axes
+  bool squared = false;           // square(x)
   int uses = 0;
 };
 
@@ -781,6 +782,7 @@ class Explorer {
         }
         t.psum = x.psum;
         t.maxdep = x.maxdep;
+        t.squared = info.field == ir::FieldSem::Square;
         break;
       case OpKind::Norm:
         if (x.psum || rbit >= 0) return prune("partial"), false;
@@ -792,6 +794,8 @@ class Explorer {
           if (x.shifted) return prune("shift"), false;
           if (rbit >= 0) t.pmax = static_cast<uint8_t>(1u << rbit);
         } else {
+          // A sum of squares over a whole axis is what rms_norm computes: the block op does it in one.
+          if (x.squared && rbit < 0) return prune("norm"), false;
           t.psum = x.psum;
           t.maxdep = x.maxdep;
           if (rbit >= 0) t.psum |= static_cast<uint8_t>(1u << rbit);
