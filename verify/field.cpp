@@ -1,5 +1,7 @@
 #include "verify/field.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "ir/diagnostic.h"
@@ -105,6 +107,77 @@ FieldDomain::FieldDomain(uint64_t trial_seed) {
   }
 }
 
+namespace {
+
+// The matmul inner loops. Columns are taken a few at a time with their sums in registers, over a tile of kTile
+// rows of B (which stays in L1 while the columns move along it): summing into memory cost a load and a store per
+// multiply-add.
+constexpr int64_t kTile = 32;
+
+// Z_p: each product of residues is < p^2 < 2^126 and is added unreduced to a 192-bit sum (128 bits plus a carry
+// word: add, add-with-carry, add-with-carry), reduced once at the end. C <= 3 columns j.. at a time: with more, the
+// sums no longer fit in x86-64's registers.
+template <int C>
+void dot_p_columns(u128* sum, uint64_t* carry, const FieldValue* a, const FieldValue* const* b, int64_t k0,
+                   int64_t k1, size_t j) {
+  static_assert(C >= 1 && C <= 3);
+  auto mac = [](u128& s, uint64_t& c, uint64_t x, uint64_t y) {
+    u128 prod = static_cast<u128>(x) * y;
+    s += prod;
+    c += s < prod;
+  };
+  u128 s0 = sum[j], s1 = C > 1 ? sum[j + 1] : 0, s2 = C > 2 ? sum[j + 2] : 0;
+  uint64_t c0 = carry[j], c1 = C > 1 ? carry[j + 1] : 0, c2 = C > 2 ? carry[j + 2] : 0;
+  for (int64_t kk = k0; kk < k1; ++kk) {
+    const uint64_t au = a[kk].u;
+    const FieldValue* r = b[kk] + j;
+    mac(s0, c0, au, r[0].u);
+    if constexpr (C > 1) mac(s1, c1, au, r[1].u);
+    if constexpr (C > 2) mac(s2, c2, au, r[2].u);
+  }
+  sum[j] = s0;
+  carry[j] = c0;
+  if constexpr (C > 1) sum[j + 1] = s1, carry[j + 1] = c1;
+  if constexpr (C > 2) sum[j + 2] = s2, carry[j + 2] = c2;
+}
+
+// Z_q (q = 2^31 - 1): a product of residues is below 2^62 - 2^32 and a folded sum ((x & q) + (x >> 31), the same
+// residue) below 2^33 + 2^31, so a 64-bit sum takes four products between folds. C <= 4 columns at a time.
+template <int C>
+void dot_q_columns(uint64_t* sum, const FieldValue* a, const FieldValue* const* b, int64_t k0, int64_t k1,
+                   size_t j) {
+  static_assert(C >= 1 && C <= 4);
+  std::array<uint64_t, 4> s{};
+  for (int c = 0; c < C; ++c) s[c] = sum[j + c];
+  auto step = [&](int64_t kk) {
+    const uint64_t av = a[kk].v;
+    const FieldValue* r = b[kk] + j;
+    s[0] += av * r[0].v;
+    if constexpr (C > 1) s[1] += av * r[1].v;
+    if constexpr (C > 2) s[2] += av * r[2].v;
+    if constexpr (C > 3) s[3] += av * r[3].v;
+  };
+  auto fold = [&] {
+    const uint64_t q = (uint64_t{1} << 31) - 1;
+    for (int c = 0; c < C; ++c) s[c] = (s[c] & q) + (s[c] >> 31);
+  };
+  int64_t kk = k0;
+  for (; kk + 3 < k1; kk += 4) {
+    step(kk);
+    step(kk + 1);
+    step(kk + 2);
+    step(kk + 3);
+    fold();
+  }
+  for (; kk < k1; ++kk) {
+    step(kk);
+    fold();
+  }
+  for (int c = 0; c < C; ++c) sum[j + c] = s[c];
+}
+
+}  // namespace
+
 template <bool kWithQ>
 void FieldDomain::dot_rows_impl(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n) const {
   MG_CHECK(k >= 1 && k < (int64_t{1} << 31), "dot product length out of range");
@@ -114,26 +187,20 @@ void FieldDomain::dot_rows_impl(Value* out, const Value* a, const Value* const* 
   acc_q_.assign(width, 0);
   u128* sp = acc_p_.data();
   uint64_t *carry = acc_carry_.data(), *sq = acc_q_.data();
-  // Z_p: each product of residues is < p^2 < 2^126 and is added unreduced to a 192-bit sum (128 bits plus a carry
-  // word: add, add-with-carry, add-with-carry), reduced once at the end. The stored values are x·R, so the sum is
-  // (sum of products)·R^2, and one REDC of it gives the Montgomery form of the result.
-  for (int64_t kk = 0; kk < k; ++kk) {
-    const uint64_t au = a[kk].u, av = a[kk].v;
-    const Value* bk = b[kk];
-    for (size_t j = 0; j < width; ++j) {
-      u128 prod = static_cast<u128>(au) * bk[j].u;
-      u128 s = sp[j] + prod;
-      carry[j] += s < prod;
-      sp[j] = s;
-      if constexpr (kWithQ) {
-        // Z_q: a product is < 2^62; one fold brings it below 2^32 + 2^31, so 2^31 of them fit in 64 bits.
-        uint64_t x = av * bk[j].v;
-        sq[j] += (x & q_) + (x >> 31);
-      }
+  for (int64_t k0 = 0; k0 < k; k0 += kTile) {
+    int64_t k1 = std::min(k, k0 + kTile);
+    size_t j = 0;
+    for (; j + 3 <= width; j += 3) dot_p_columns<3>(sp, carry, a, b, k0, k1, j);
+    if (j + 2 == width) dot_p_columns<2>(sp, carry, a, b, k0, k1, j);
+    if (j + 1 == width) dot_p_columns<1>(sp, carry, a, b, k0, k1, j);
+    if constexpr (kWithQ) {
+      for (j = 0; j + 4 <= width; j += 4) dot_q_columns<4>(sq, a, b, k0, k1, j);
+      for (; j < width; ++j) dot_q_columns<1>(sq, a, b, k0, k1, j);
     }
   }
-  // carry·2^128 + sp mod p·R, then REDC. carry < 2^31 (k < 2^31 products below 2^126 each), so carry·(2^128 mod p)
-  // is below 2^94 and the additions below cannot overflow 128 bits.
+  // The stored values are x·R, so the Z_p sum is (sum of products)·R^2: carry·2^128 + sp mod p·R, then one REDC
+  // gives the Montgomery form of the result. carry < 2^31 (k < 2^31 products below 2^126 each), so carry·(2^128
+  // mod p) is below 2^94 and the additions below cannot overflow 128 bits.
   const u128 pr = static_cast<u128>(p_) << 64;
   for (size_t j = 0; j < width; ++j) {
     u128 t = sp[j];

@@ -47,6 +47,40 @@ TEST(Field, ExpIsAHomomorphismAndOraclesAreKeyedPerTrial) {
             d.binary(FieldSem::Div, d.constant(1), d.unary(OpCode::sqrt, a, 0)).u);
 }
 
+// dot_rows sums unreduced products in blocked loops (rows of B in tiles, a few columns at a time); it must equal
+// the plain fold of mul and add for every length and width, including the largest residues (the carry paths).
+TEST(Field, DotRowsEqualsTheFoldOfMulAndAdd) {
+  FieldDomain d(11);
+  const FieldPrimes& fp = field_primes();
+  uint64_t s = 5;
+  using ir::FieldSem;
+  for (int64_t k : {1, 3, 4, 5, 31, 32, 33, 64, 100, 4100})
+    for (int64_t n : {1, 2, 3, 4, 5, 7, 64}) {
+      for (bool largest : {false, true}) {
+        auto value = [&] { return largest ? FieldValue{fp.p - 1, fp.q - 1} : d.random(s); };
+        std::vector<FieldValue> a(static_cast<size_t>(k)), b(static_cast<size_t>(k * n));
+        std::vector<const FieldValue*> rows(static_cast<size_t>(k));
+        for (int64_t kk = 0; kk < k; ++kk) {
+          a[static_cast<size_t>(kk)] = value();
+          for (int64_t j = 0; j < n; ++j) b[static_cast<size_t>(kk * n + j)] = value();
+          rows[static_cast<size_t>(kk)] = b.data() + kk * n;
+        }
+        std::vector<FieldValue> got(static_cast<size_t>(n)), got_p(static_cast<size_t>(n));
+        d.dot_rows(got.data(), a.data(), rows.data(), k, n);
+        d.dot_rows_p(got_p.data(), a.data(), rows.data(), k, n);
+        for (int64_t j = 0; j < n; ++j) {
+          FieldValue want = d.binary(FieldSem::Mul, a[0], b[static_cast<size_t>(j)]);
+          for (int64_t kk = 1; kk < k; ++kk)
+            want = d.binary(FieldSem::Add, want,
+                            d.binary(FieldSem::Mul, a[static_cast<size_t>(kk)], b[static_cast<size_t>(kk * n + j)]));
+          SCOPED_TRACE("k " + std::to_string(k) + " n " + std::to_string(n) + " j " + std::to_string(j));
+          EXPECT_EQ(got[static_cast<size_t>(j)], want);
+          EXPECT_EQ(got_p[static_cast<size_t>(j)].u, want.u);
+        }
+      }
+    }
+}
+
 ir::Graph parse(const std::string& src) { return std::move(ir::parse_module(src, "t.mg").programs[0]); }
 
 const char* const kAttention = R"(kernel a(Q: f16[2,1,16], K: f16[2,16,64], V: f16[2,64,16]) {
