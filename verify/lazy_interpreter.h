@@ -6,7 +6,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <memory>
+#include <type_traits>
 #include <unordered_map>
 
 #include "verify/exponent_use.h"
@@ -35,7 +37,8 @@ inline int64_t flatten(const TensorType& t, const Index& idx) {
 // row starting there is contiguous); the data must outlive the interpreter.
 //
 // Rows live in an arena owned by the interpreter and never move, so a row is a plain pointer and an input row is a
-// pointer into the caller's data (no copy).
+// pointer into the caller's data (no copy). The memo tables (a pointer per row of a tensor, nullptr until made) live
+// in the same arena.
 template <class D, class InputFn>
 class LazyInterpreter {
  public:
@@ -45,7 +48,7 @@ class LazyInterpreter {
   LazyInterpreter(D& domain, const Graph& g, InputFn inputs) : LazyInterpreter(domain, g, inputs, exponent_use(g)) {}
   // `use` is exponent_use(g), for a caller that evaluates `g` in many trials.
   LazyInterpreter(D& domain, const Graph& g, InputFn inputs, ExponentUse use)
-      : d_(domain), g_(g), inputs_(std::move(inputs)), rows_(g.num_tensors()), use_(std::move(use)) {
+      : d_(domain), g_(g), inputs_(std::move(inputs)), rows_(g.num_tensors(), nullptr), use_(std::move(use)) {
     MG_CHECK(!g.is_block(), "lazy evaluation of a kernel graph");
     for (const Graph& body : g.bodies()) {
       std::vector<ir::NodeId> saves;
@@ -69,12 +72,18 @@ class LazyInterpreter {
 
  private:
   using Block = std::array<int64_t, ir::kGridDims>;
-  // Rows of one tensor, made on demand (nullptr: not yet).
-  struct RowTable {
-    std::vector<Row> rows;
-  };
+  // Block `block` of block op `node` in for-loop iteration `iter` (-1: the epilogue after the loop), with the memo
+  // table of each body tensor made there. Frames sit in a node-based map and never move: a Frame& stays valid while
+  // others are added, so evaluation inside a frame passes it along instead of looking it up per row.
   struct Frame {
-    std::vector<RowTable> tensors;
+    ir::NodeId node;
+    Block block;
+    int64_t iter;
+    const Node* block_op;
+    const Graph* body;
+    const char* need_q;  // per body tensor: its Z_q part is needed (exponent_use.h)
+    Row** tables;        // per body tensor, allocated on first use
+    Index* origins;      // per body tensor: for an iterator's tile, its origin in the operand (tile_origin)
   };
 
   static int64_t last_dim(const TensorType& t) { return t.dim(t.rank - 1); }
@@ -95,24 +104,29 @@ class LazyInterpreter {
     return r;
   }
 
-  static Row find(RowTable& tab, const TensorType& t, int64_t r) {
-    if (tab.rows.empty()) tab.rows.resize(static_cast<size_t>(num_rows(t)), nullptr);
-    return tab.rows[static_cast<size_t>(r)];
+  // The memo table of a tensor of type `t`, made on first use.
+  Row* table(Row*& slot, const TensorType& t) {
+    if (!slot) {
+      slot = alloc<Row>(num_rows(t));
+      std::fill_n(slot, num_rows(t), nullptr);
+    }
+    return slot;
   }
-  static Row keep(RowTable& tab, int64_t r, Row row) { return tab.rows[static_cast<size_t>(r)] = row; }
 
-  // `n` uninitialized values that stay put until the interpreter dies.
-  V* alloc(int64_t n) {
-    auto want = static_cast<size_t>(n);
+  // `n` uninitialized objects of a trivially copyable type that stay put until the interpreter dies.
+  template <class T = V>
+  T* alloc(int64_t n) {
+    static_assert(std::is_trivially_copyable_v<T> && alignof(T) <= kArenaAlign);
+    size_t want = (static_cast<size_t>(n) * sizeof(T) + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
     if (arena_left_ < want) {
       // Chunks under malloc's mmap threshold come from the heap, so the next trial's interpreter reuses their pages
       // instead of faulting in fresh ones.
-      size_t chunk = std::max<size_t>(want, size_t{1} << 12);
-      arena_.push_back(std::make_unique_for_overwrite<V[]>(chunk));
+      size_t chunk = std::max<size_t>(want, size_t{64} << 10);
+      arena_.push_back(std::make_unique_for_overwrite<std::byte[]>(chunk));
       arena_next_ = arena_.back().get();
       arena_left_ = chunk;
     }
-    V* out = arena_next_;
+    auto* out = reinterpret_cast<T*>(arena_next_);
     arena_next_ += want;
     arena_left_ -= want;
     return out;
@@ -126,7 +140,8 @@ class LazyInterpreter {
   // --- kernel level ---
   Row krow(TensorId t, int64_t r) {
     const ir::Tensor& ten = g_.tensor(t);
-    if (Row hit = find(rows_[t], ten.type, r)) return hit;
+    Row* memo = table(rows_[t], ten.type);
+    if (Row hit = memo[r]) return hit;
     const Node& n = g_.node(ten.producer);
     Row row;
     if (n.op == OpCode::input) {
@@ -138,7 +153,7 @@ class LazyInterpreter {
       row = compute(g_, n, ten.type, r, use_.kernel[t],
                     [&](int k, int64_t rr) -> Row { return krow(ops[static_cast<size_t>(k)], rr); });
     }
-    return keep(rows_[t], r, row);
+    return memo[r] = row;
   }
 
   Row block_output_row(const Node& n, ir::NodeId node, int result, int64_t r) {
@@ -168,7 +183,7 @@ class LazyInterpreter {
       if (along_last >= 0) b[static_cast<size_t>(along_last)] = p;
       int64_t start = p * tile_last;
       if (start >= out_last) break;
-      Row t = brow(node, b, -1, src, tile_row);
+      Row t = brow(frame(node, b, -1), src, tile_row);
       for (int64_t c = 0; c < tile_last && start + c < out_last; ++c) row[start + c] = t[c];
     }
     return row;
@@ -185,38 +200,49 @@ class LazyInterpreter {
 
   Frame& frame(ir::NodeId node, const Block& b, int64_t iter) {
     auto [it, fresh] = frames_.try_emplace(frame_key(node, b, iter));
-    if (fresh) it->second.tensors.resize(g_.body(g_.node(node)).num_tensors());
-    return it->second;
+    Frame& fr = it->second;
+    if (fresh) {
+      const Node& block_op = g_.node(node);
+      const Graph& body = g_.body(block_op);
+      auto n = static_cast<int64_t>(body.num_tensors());
+      fr = {node, b, iter, &block_op, &body, use_.body[block_op.attrs.index].data(), alloc<Row*>(n), alloc<Index>(n)};
+      std::fill_n(fr.tables, n, nullptr);
+      for (const Node& it_node : body.nodes())
+        if (it_node.op == OpCode::iter) {
+          TensorId t = body.result(it_node);
+          fr.origins[t] = tile_origin(body.block_params(), it_node.attrs, body.type(t), b, iter, true);
+        }
+    }
+    return fr;
   }
 
-  // Row `r` of body tensor `t` of block `b` of block op `node`, in for-loop iteration `iter` (-1: the epilogue).
-  Row brow(ir::NodeId node, const Block& b, int64_t iter, TensorId t, int64_t r) {
-    Frame& fr = frame(node, b, iter);  // unordered_map never moves elements: `fr` stays valid below
-    const Node& block_op = g_.node(node);
-    const Graph& body = g_.body(block_op);
-    const ir::Tensor& ten = body.tensor(t);
-    if (Row hit = find(fr.tensors[t], ten.type, r)) return hit;
-    const Node& n = body.node(ten.producer);
+  // Row `r` of body tensor `t` in frame `fr`.
+  Row brow(Frame& fr, TensorId t, int64_t r) {
+    const ir::Tensor& ten = fr.body->tensor(t);
+    Row* memo = table(fr.tables[t], ten.type);
+    if (Row hit = memo[r]) return hit;
+    const Node& n = fr.body->node(ten.producer);
     const ir::OpInfo& info = ir::op_info(n.op);
-    auto ops = body.operands(n);
+    auto ops = fr.body->operands(n);
     Row row;
     if (info.kind == OpKind::Iter) {
-      row = load_row(block_op, body, n, ten.type, b, iter, r);
+      row = load_row(fr, n, t, r);
     } else if (info.kind == OpKind::Accum) {
-      row = accumulate(node, b, n, body, r, use_.body[block_op.attrs.index][t]);
+      row = accumulate(fr, n, *fr.body, r, fr.need_q[t]);
     } else {
-      row = compute(body, n, ten.type, r, use_.body[block_op.attrs.index][t],
-                    [&](int k, int64_t rr) -> Row { return brow(node, b, iter, ops[static_cast<size_t>(k)], rr); });
+      row = compute(*fr.body, n, ten.type, r, fr.need_q[t],
+                    [&](int k, int64_t rr) -> Row { return brow(fr, ops[static_cast<size_t>(k)], rr); });
     }
-    return keep(fr.tensors[t], r, row);
+    return memo[r] = row;
   }
 
-  Row load_row(const Node& block_op, const Graph& body, const Node& n, const TensorType& tile, const Block& b,
-               int64_t iter, int64_t r) {
-    TensorId src = g_.operands(block_op)[n.attrs.index];
+  // Row `r` of iterator `n`'s tile (tensor `t`) in frame `fr`.
+  Row load_row(const Frame& fr, const Node& n, TensorId t, int64_t r) {
+    const TensorType& tile = fr.body->type(t);
+    TensorId src = g_.operands(*fr.block_op)[n.attrs.index];
     const TensorType& full = g_.type(src);
     Index idx = row_index(tile, r);  // its last coordinate is 0
-    Index origin = tile_origin(body.block_params(), n.attrs, tile, b, iter, true);
+    const Index& origin = fr.origins[t];
     for (int d = 0; d < tile.rank; ++d) idx[static_cast<size_t>(d)] += origin[static_cast<size_t>(d)];
     int64_t tile_last = last_dim(tile), start = idx[static_cast<size_t>(tile.rank - 1)];
     bool inside = true;
@@ -231,16 +257,17 @@ class LazyInterpreter {
 
   // The eager interpreter's accumulate(), a row at a time, in the same order.
   // `full`: the result's Z_q part is needed (exponent_use.h); otherwise the *_p forms skip it.
-  Row accumulate(ir::NodeId node, const Block& b, const Node& n, const Graph& body, int64_t r, bool full) {
+  Row accumulate(const Frame& epilogue, const Node& n, const Graph& body, int64_t r, bool full) {
     const ir::OpInfo& info = ir::op_info(n.op);
     auto ops = body.operands(n);
     int64_t loop = body.block_params().loop;
     const TensorType& xt = body.type(ops[0]);
     const int64_t width = last_dim(xt);
-    V* acc = alloc_copy(brow(node, b, 0, ops[0], r), width);
+    auto iteration = [&](int64_t t) -> Frame& { return frame(epilogue.node, epilogue.block, t); };
+    V* acc = alloc_copy(brow(iteration(0), ops[0], r), width);
     if (info.field != FieldSem::RescaleSum) {
       for (int64_t t = 1; t < loop; ++t) {
-        Row x = brow(node, b, t, ops[0], r);
+        Row x = brow(iteration(t), ops[0], r);
         for (int64_t c = 0; c < width; ++c) acc[c] = bin(full, info.field, acc[c], x[c]);
       }
       return acc;
@@ -249,15 +276,16 @@ class LazyInterpreter {
     int64_t mr = broadcast_row(mt, row_index(xt, r), xt.rank);
     const int64_t m_width = last_dim(mt);
     bool m_scalar_row = m_width == 1;
-    V* run_max = alloc_copy(brow(node, b, 0, ops[1], mr), m_width);
+    V* run_max = alloc_copy(brow(iteration(0), ops[1], mr), m_width);
     V* new_max = alloc(m_width);
     // The two rescaling factors depend on the max column only: computed once per column, not per element (a
     // row max broadcast over a 64-wide output row would otherwise cost 128 exps per row and iteration).
     V* keep_f = alloc(m_width);
     V* add_f = alloc(m_width);
     for (int64_t t = 1; t < loop; ++t) {
-      Row m = brow(node, b, t, ops[1], mr);
-      Row x = brow(node, b, t, ops[0], r);
+      Frame& it = iteration(t);
+      Row m = brow(it, ops[1], mr);
+      Row x = brow(it, ops[0], r);
       for (int64_t c = 0; c < m_width; ++c) {
         new_max[c] = d_.binary(FieldSem::Max, run_max[c], m[c]);
         keep_f[c] = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, run_max[c], new_max[c]), 0);
@@ -317,17 +345,16 @@ class LazyInterpreter {
         for (int p = 0; p < tb.rank - 2; ++p)
           bi[static_cast<size_t>(p)] = tb.dim(p) == 1 ? 0 : idx[static_cast<size_t>(out.rank - tb.rank + p)];
         Row arow = fetch(0, row_of(ta, ai));
-        // A local list: fetching a row of B may evaluate another matmul.
-        std::vector<Row> b_rows(static_cast<size_t>(k));
-        for (int64_t kk = 0; kk < k; ++kk) {
-          bi[static_cast<size_t>(tb.rank - 2)] = kk;
-          b_rows[static_cast<size_t>(kk)] = fetch(1, row_of(tb, bi));
-        }
+        // The rows of B (consecutive rows of its tensor) in a list of its own: fetching one may evaluate another
+        // matmul.
+        Row* b_rows = alloc<Row>(k);
+        int64_t b_row0 = row_of(tb, bi);
+        for (int64_t kk = 0; kk < k; ++kk) b_rows[kk] = fetch(1, b_row0 + kk);
         V* row = alloc(width);
         if (full)
-          d_.dot_rows(row, arow, b_rows.data(), k, width);
+          d_.dot_rows(row, arow, b_rows, k, width);
         else
-          d_.dot_rows_p(row, arow, b_rows.data(), k, width);
+          d_.dot_rows_p(row, arow, b_rows, k, width);
         return row;
       }
       case OpKind::Reduce: {
@@ -425,12 +452,13 @@ class LazyInterpreter {
   D& d_;
   const Graph& g_;
   InputFn inputs_;
-  std::vector<RowTable> rows_;
+  std::vector<Row*> rows_;  // per kernel-level tensor: its memo table
   std::vector<std::vector<ir::NodeId>> saves_;
   std::unordered_map<uint64_t, Frame> frames_;
   ExponentUse use_;
-  std::vector<std::unique_ptr<V[]>> arena_;
-  V* arena_next_ = nullptr;
+  static constexpr size_t kArenaAlign = 16;
+  std::vector<std::unique_ptr<std::byte[]>> arena_;
+  std::byte* arena_next_ = nullptr;
   size_t arena_left_ = 0;
 };
 
