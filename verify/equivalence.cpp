@@ -266,7 +266,7 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
       auto& d = input_data[in];
       if (!input_drawn[in]) {
         d.resize(static_cast<size_t>(ref.type(ref.inputs()[in]).numel()));
-        domain.random_fill(trial_seed, in, d.data(), d.size(), input_q[in]);
+        domain.random_fill(trial_seed, in, 0, d.data(), d.size(), input_q[in]);
         input_drawn[in] = 1;
       }
       return d.data() + flat;
@@ -276,7 +276,7 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
         std::vector<Array<FieldValue>> inputs;
         for (size_t in = 0; in < ref.inputs().size(); ++in) {
           Array<FieldValue> a = make_array<FieldValue>(ref.type(ref.inputs()[in]), {});
-          domain.random_fill(trial_seed, in, a.data.data(), a.data.size(), true);  // the eager run keeps Z_q
+          domain.random_fill(trial_seed, in, 0, a.data.data(), a.data.size(), true);  // the eager run keeps Z_q
           inputs.push_back(std::move(a));
         }
         Interpreter<FieldDomain> interp(domain);

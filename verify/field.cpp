@@ -107,6 +107,16 @@ FieldDomain::FieldDomain(uint64_t trial_seed) {
   }
 }
 
+void FieldDomain::random_fill(uint64_t seed, uint64_t stream, uint64_t first, Value* out, size_t n,
+                              bool with_q) const {
+  const uint64_t p = p_, q = q_;
+  uint64_t c = counter(seed, stream, first);
+  if (with_q)
+    for (size_t i = 0; i < n; ++i, c += 2 * kWyStep) out[i] = draw(c, p, q, true);
+  else
+    for (size_t i = 0; i < n; ++i, c += 2 * kWyStep) out[i] = draw(c, p, q, false);
+}
+
 namespace {
 
 // The matmul inner loops. Columns are taken a few at a time with their sums in registers, over a tile of kTile

@@ -88,31 +88,38 @@ class FieldDomain {
   // cheap enough to draw a million inputs at a time. Without `with_q` the Z_q part is 0 (for inputs whose Z_q part
   // cannot matter, exponent_use.h); the Z_p part is the same either way.
   Value random_at(uint64_t seed, uint64_t stream, uint64_t index, bool with_q = true) const {
-    return random_counter((seed ^ (stream * 0xd1b54a32d192ed03ULL)) + index * (2 * kWyStep), with_q);
+    return draw(counter(seed, stream, index), p_, q_, with_q);
   }
-  // out[i] = random_at(seed, stream, i, with_q) for i < n, in a loop the compiler can keep tight.
-  void random_fill(uint64_t seed, uint64_t stream, Value* out, size_t n, bool with_q) const {
-    uint64_t c = seed ^ (stream * 0xd1b54a32d192ed03ULL);
-    if (with_q)
-      for (size_t i = 0; i < n; ++i, c += 2 * kWyStep) out[i] = random_counter(c, true);
-    else
-      for (size_t i = 0; i < n; ++i, c += 2 * kWyStep) out[i] = random_counter(c, false);
-  }
+  // out[i] = random_at(seed, stream, first + i, with_q) for i < n, in a loop the compiler can keep tight.
+  void random_fill(uint64_t seed, uint64_t stream, uint64_t first, Value* out, size_t n, bool with_q) const;
   uint64_t omega() const { return omega_; }
 
  private:
   Value oracle(uint64_t tag, Value a, Value b = {}) const;
+  static uint64_t counter(uint64_t seed, uint64_t stream, uint64_t index) {
+    return (seed ^ (stream * 0xd1b54a32d192ed03ULL)) + index * (2 * kWyStep);
+  }
   // u and v from wyrand outputs at two counters; rejection (rare: p is just below 2^63, q = 2^31 - 1) re-mixes
-  // with a salt.
-  Value random_counter(uint64_t c, bool with_q = true) const {
+  // with a salt. Static, with p and q passed in: a loop that stores draws through a Value* must not reload them
+  // from the domain (the stores could alias its members).
+  static Value draw(uint64_t c, uint64_t p, uint64_t q, bool with_q) {
     uint64_t u = wymix(c + kWyStep) >> 1, v = 0;
-    for (uint64_t salt = 1; u >= p_; ++salt) u = mix64(c + kWyStep + salt * 0x632be59bd9b4e019ULL) >> 1;
+    if (u >= p) [[unlikely]]
+      u = redraw(c + kWyStep, p, 1);
     if (with_q) {
       v = wymix(c + 2 * kWyStep) >> 33;
-      for (uint64_t salt = 1; v >= q_; ++salt) v = mix64(c + 2 * kWyStep + salt * 0x632be59bd9b4e019ULL) >> 33;
+      if (v >= q) [[unlikely]]
+        v = redraw(c + 2 * kWyStep, q, 33);
     }
     return {u, v};
   }
+  // Out of line, so that the loops of draw() keep their registers for the common case.
+  [[gnu::cold, gnu::noinline]] static uint64_t redraw(uint64_t c, uint64_t bound, int shift) {
+    uint64_t x = bound;
+    for (uint64_t salt = 1; x >= bound; ++salt) x = mix64(c + salt * 0x632be59bd9b4e019ULL) >> shift;
+    return x;
+  }
+  Value random_counter(uint64_t c) const { return draw(c, p_, q_, true); }
   Value inverse(Value a) const;
   uint64_t inverse_p(uint64_t u) const;
   template <bool kWithQ>
