@@ -5,12 +5,13 @@
 #include "ir/printer.h"
 #include "verify/exponent_use.h"
 #include "verify/field.h"
-#include "verify/huge_pages.h"
+#include "verify/input_rows.h"
 #include "verify/interpreter.h"
 #include "verify/lazy_interpreter.h"
 #include "verify/splitmix.h"
 
 #include <map>
+#include <optional>
 #include <set>
 
 namespace morgana::verify {
@@ -251,26 +252,18 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
   // Which Z_q parts can matter (the cheap mode skips the others), once for all trials. An input's Z_q part is
   // drawn only if one of the two programs can use it.
   ExponentUse ref_use = exponent_use(ref), cand_use = exponent_use(cand);
-  std::vector<char> input_q(ref.inputs().size()), input_drawn(ref.inputs().size(), 0);
+  std::vector<char> input_q(ref.inputs().size());
   for (size_t in = 0; in < input_q.size(); ++in)
     input_q[in] = ref_use.kernel[ref.inputs()[in]] || cand_use.kernel[cand.inputs()[in]];
-  std::vector<std::vector<FieldValue, HugePageAllocator<FieldValue>>> input_data(ref.inputs().size());
+  std::optional<InputRows> input_rows;  // the cheap mode's
+  if (!opts.full) input_rows.emplace(ref, input_q);
   for (int trial = 0; trial < opts.trials; ++trial) {
-    // Each trial's randomness (inputs, ω, oracle key) comes from (seed, trial) alone.
+    // Each trial's randomness (inputs, ω, oracle key) comes from (seed, trial) alone. Inputs are drawn per element
+    // from (trial, input, index), so any order of generation gives the same values.
     uint64_t trial_seed = opts.seed * 0x100000001b3ULL + static_cast<uint64_t>(trial) * 0x9e3779b97f4a7c15ULL;
     FieldDomain domain(trial_seed);
-    // Inputs are drawn per element from (trial, input, index), so any order of generation gives the same values;
-    // in the cheap mode each input is made whole on first use and shared by both programs.
-    std::fill(input_drawn.begin(), input_drawn.end(), 0);
-    auto input = [&](size_t in, int64_t flat) -> const FieldValue* {
-      auto& d = input_data[in];
-      if (!input_drawn[in]) {
-        d.resize(static_cast<size_t>(ref.type(ref.inputs()[in]).numel()));
-        domain.random_fill(trial_seed, in, 0, d.data(), d.size(), input_q[in]);
-        input_drawn[in] = 1;
-      }
-      return d.data() + flat;
-    };
+    if (input_rows) input_rows->begin_trial(domain, trial_seed);
+    auto input = [&](size_t in, int64_t flat) { return input_rows->row(in, flat); };
     try {
       if (opts.full) {
         std::vector<Array<FieldValue>> inputs;
