@@ -295,6 +295,7 @@ uint64_t FieldDomain::inverse_p(uint64_t u) const {
 
 FieldValue FieldDomain::unary_p(ir::OpCode op, Value x, double s) const {
   switch (ir::op_info(op).field) {
+    case ir::FieldSem::Exp: return {omega_to(x.v), 0};  // without the oracle that makes the Z_q part
     case ir::FieldSem::Square: return binary_p(ir::FieldSem::Mul, x, x);
     case ir::FieldSem::ScaleConst: return binary_p(ir::FieldSem::Mul, x, constant(s));
     case ir::FieldSem::AddConst: return binary_p(ir::FieldSem::Add, x, constant(s));

@@ -61,7 +61,8 @@ class FieldDomain {
   }
 
   // The same, computing the Z_p part only (v = 0), for values whose Z_q part cannot matter (exponent_use.h).
-  // Only add, sub, mul, div and the exact unary ops have a cheaper form; the rest compute both parts.
+  // Only add, sub, mul, div, exp and the exact unary ops have a cheaper form; the rest compute both parts. Division
+  // here checks only the Z_p part for zero, so a value made by a *_p form must only meet *_p forms.
   Value binary_p(ir::FieldSem f, Value a, Value b) const {
     switch (f) {
       case ir::FieldSem::Add: return {add_mod(a.u, b.u, p_), 0};

@@ -288,8 +288,8 @@ class LazyInterpreter {
       Row x = brow(it, ops[0], r);
       for (int64_t c = 0; c < m_width; ++c) {
         new_max[c] = d_.binary(FieldSem::Max, run_max[c], m[c]);
-        keep_f[c] = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, run_max[c], new_max[c]), 0);
-        add_f[c] = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, m[c], new_max[c]), 0);
+        keep_f[c] = un(full, OpCode::exp, d_.binary(FieldSem::Sub, run_max[c], new_max[c]), 0);
+        add_f[c] = un(full, OpCode::exp, d_.binary(FieldSem::Sub, m[c], new_max[c]), 0);
       }
       for (int64_t c = 0; c < width; ++c) {
         int64_t mc = m_scalar_row ? 0 : c;
@@ -302,6 +302,7 @@ class LazyInterpreter {
   }
 
   V bin(bool full, FieldSem f, const V& a, const V& b) const { return full ? d_.binary(f, a, b) : d_.binary_p(f, a, b); }
+  V un(bool full, OpCode op, const V& x, double s) const { return full ? d_.unary(op, x, s) : d_.unary_p(op, x, s); }
 
   // Row `r` of a non-structural op's result. fetch(k, row) is row `row` of operand k. `full` as in accumulate().
   template <class Fetch>
@@ -323,7 +324,7 @@ class LazyInterpreter {
       case OpKind::Unary: {
         Row x = fetch(0, r);
         V* row = alloc(width);
-        for (int64_t c = 0; c < width; ++c) row[c] = full ? d_.unary(n.op, x[c], a.s) : d_.unary_p(n.op, x[c], a.s);
+        for (int64_t c = 0; c < width; ++c) row[c] = un(full, n.op, x[c], a.s);
         return row;
       }
       case OpKind::Binary: {
@@ -380,7 +381,7 @@ class LazyInterpreter {
       }
       case OpKind::Norm:
       case OpKind::Softmax:
-        return normalize(info.kind, a, out, r, fetch, along);
+        return normalize(info.kind, a, out, r, full, fetch, along);
       case OpKind::Concat: {
         int64_t n0 = type(0).dim(a.dim);
         if (a.dim == last) {
@@ -404,8 +405,10 @@ class LazyInterpreter {
   }
 
   // rms_norm and softmax over `dim`, in the eager interpreter's order: statistics folded from coordinate 0 up.
+  // `full` as in accumulate().
   template <class Fetch, class Along>
-  Row normalize(OpKind kind, const Attrs& a, const TensorType& out, int64_t r, Fetch& fetch, Along& along) {
+  Row normalize(OpKind kind, const Attrs& a, const TensorType& out, int64_t r, bool full, Fetch& fetch,
+                Along& along) {
     const int last = out.rank - 1;
     const int64_t width = last_dim(out);
     int64_t n_dim = out.dim(a.dim);
@@ -431,20 +434,28 @@ class LazyInterpreter {
       for (int64_t j = 0; j < width; ++j) row[j] = d_.binary(FieldSem::Mul, x[j], factor[stat_column(j)]);
       return row;
     }
+    // Softmax. The max and the differences keep both parts (exp reads the Z_q part); without `full` the exps skip
+    // the oracle that makes theirs, and the sum and quotient follow in the *_p forms.
+    auto exp_of = [&](const V& y, const V& m) { return un(full, OpCode::exp, d_.binary(FieldSem::Sub, y, m), 0); };
     V* mx = alloc(columns);
     V* sum = alloc(columns);
+    V* e = a.dim == last ? alloc(width) : nullptr;  // along the last dim the sum's terms are this row's numerators
     for (int64_t j = 0; j < columns; ++j) {
       V m = at(0, j);
       for (int64_t c = 1; c < n_dim; ++c) m = d_.binary(FieldSem::Max, m, at(c, j));
-      V s = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, at(0, j), m), 0);
-      for (int64_t c = 1; c < n_dim; ++c)
-        s = d_.binary(FieldSem::Add, s, d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, at(c, j), m), 0));
+      V s = exp_of(at(0, j), m);
+      if (e) e[0] = s;
+      for (int64_t c = 1; c < n_dim; ++c) {
+        V t = exp_of(at(c, j), m);
+        if (e) e[c] = t;
+        s = bin(full, FieldSem::Add, s, t);
+      }
       mx[j] = m;
       sum[j] = s;
     }
     for (int64_t j = 0; j < width; ++j) {
       int64_t sj = stat_column(j);
-      row[j] = d_.binary(FieldSem::Div, d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, x[j], mx[sj]), 0), sum[sj]);
+      row[j] = bin(full, FieldSem::Div, e ? e[j] : exp_of(x[j], mx[sj]), sum[sj]);
     }
     return row;
   }
