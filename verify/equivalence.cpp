@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "ir/printer.h"
+#include "verify/column_use.h"
 #include "verify/exponent_use.h"
 #include "verify/field.h"
 #include "verify/input_rows.h"
@@ -64,6 +65,7 @@ FieldValue lazy_side(L& li, size_t o, int64_t i, const char* side, int trial) {
 
 struct Sample {
   std::vector<std::vector<int64_t>> elements;  // per output, flat indices
+  std::vector<Columns> columns;                // per output, the last-dim positions of its elements
 };
 
 // A structured sample of each output: the product of a few coordinates per dim. The last dim gets its two ends
@@ -89,6 +91,7 @@ Sample choose_sample(const ir::Graph& g, uint64_t seed, int trial) {
       }
       coords[static_cast<size_t>(d)].assign(c.begin(), c.end());
     }
+    s.columns.emplace_back(coords.back().begin(), coords.back().end());
     std::vector<int64_t> flat{0};
     for (int d = 0; d < ty.rank; ++d) {
       std::vector<int64_t> next;
@@ -262,8 +265,8 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
     // from (trial, input, index), so any order of generation gives the same values.
     uint64_t trial_seed = opts.seed * 0x100000001b3ULL + static_cast<uint64_t>(trial) * 0x9e3779b97f4a7c15ULL;
     FieldDomain domain(trial_seed);
-    if (input_rows) input_rows->begin_trial(domain, trial_seed);
     auto input = [&](size_t in, int64_t flat) { return input_rows->row(in, flat); };
+    using Lazy = LazyInterpreter<FieldDomain, decltype(input)>;
     try {
       if (opts.full) {
         std::vector<Array<FieldValue>> inputs;
@@ -285,13 +288,21 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
               return differs(o, static_cast<int64_t>(i), trial, domain, want[o].data[i], got[o].data[i]);
         }
       } else {
-        LazyInterpreter<FieldDomain, decltype(input)> lref(domain, ref, input, ref_use),
-            lcand(domain, cand, input, cand_use);
         Sample sample = choose_sample(cand, trial_seed, trial);
+        // Rows hold the sampled output columns only, and what they read (column_use.h): attention's sample reads
+        // 4 of V's 64 columns, so only those are drawn and multiplied.
+        ColumnUse ref_cols = column_use(ref, sample.columns), cand_cols = column_use(cand, sample.columns);
+        std::vector<Columns> input_cols;
+        for (size_t in = 0; in < ref.inputs().size(); ++in)
+          input_cols.push_back(
+              column_union(ref_cols.kernel[ref.inputs()[in]], cand_cols.kernel[cand.inputs()[in]]));
+        input_rows->begin(domain, trial_seed, std::move(input_cols));
+        Lazy lref(domain, ref, input, ref_use, std::move(ref_cols));
+        Lazy lcand(domain, cand, input, cand_use, std::move(cand_cols));
         ++v.trials;
         v.elements_checked = 0;
-        auto check = [&](size_t o, int64_t i) -> bool {
-          FieldValue w = lazy_side(lref, o, i, "reference", trial), g = lazy_side(lcand, o, i, "candidate", trial);
+        auto check = [&](Lazy& r, Lazy& c, size_t o, int64_t i) -> bool {
+          FieldValue w = lazy_side(r, o, i, "reference", trial), g = lazy_side(c, o, i, "candidate", trial);
           ++v.elements_checked;
           if (w.u == g.u) return true;
           differs(o, i, trial, domain, w, g);
@@ -299,20 +310,32 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
         };
         for (size_t o = 0; o < sample.elements.size(); ++o)
           for (int64_t i : sample.elements[o])
-            if (!check(o, i)) return v;
-        // Blocks the structured sample missed: follow one of their elements forward to an output.
+            if (!check(lref, lcand, o, i)) return v;
+        // Blocks the structured sample missed: follow one of their elements forward to an output. Its column is
+        // not among the sampled ones, so these elements get a second pair of interpreters that make whole rows
+        // (and whole input rows from here on).
+        std::optional<Lazy> whole_ref, whole_cand;
         v.blocks_total = 0;
         v.blocks_covered = 0;
         for (const BlockRef& br : all_blocks(cand)) {
           ++v.blocks_total;
-          if (lcand.block_evaluated(br.node, br.block)) {
+          auto reached = [&] {
+            return lcand.block_evaluated(br.node, br.block) ||
+                   (whole_cand && whole_cand->block_evaluated(br.node, br.block));
+          };
+          if (reached()) {
             ++v.blocks_covered;
             continue;
           }
           std::optional<std::pair<size_t, int64_t>> out = propagate_from_block(cand, br, trial_seed);
           if (!out) continue;
-          if (!check(out->first, out->second)) return v;
-          if (lcand.block_evaluated(br.node, br.block)) ++v.blocks_covered;
+          if (!whole_cand) {
+            input_rows->begin(domain, trial_seed, {});
+            whole_ref.emplace(domain, ref, input, ref_use, all_columns(ref));
+            whole_cand.emplace(domain, cand, input, cand_use, all_columns(cand));
+          }
+          if (!check(*whole_ref, *whole_cand, out->first, out->second)) return v;
+          if (reached()) ++v.blocks_covered;
         }
       }
     } catch (const FieldDivisionByZero& e) {

@@ -125,8 +125,8 @@ namespace {
 constexpr int64_t kTile = 32;
 
 // Z_p: each product of residues is < p^2 < 2^126 and is added unreduced to a 192-bit sum (128 bits plus a carry
-// word: add, add-with-carry, add-with-carry), reduced once at the end. C <= 3 columns j.. at a time: with more, the
-// sums no longer fit in x86-64's registers.
+// word: add, add-with-carry, add-with-carry), reduced once at the end. C <= 3 columns j.. of B at a time (with more,
+// the sums no longer fit in x86-64's registers), summed into sum[0..C) and carry[0..C).
 template <int C>
 void dot_p_columns(u128* sum, uint64_t* carry, const FieldValue* a, const FieldValue* const* b, int64_t k0,
                    int64_t k1, size_t j) {
@@ -136,8 +136,8 @@ void dot_p_columns(u128* sum, uint64_t* carry, const FieldValue* a, const FieldV
     s += prod;
     c += s < prod;
   };
-  u128 s0 = sum[j], s1 = C > 1 ? sum[j + 1] : 0, s2 = C > 2 ? sum[j + 2] : 0;
-  uint64_t c0 = carry[j], c1 = C > 1 ? carry[j + 1] : 0, c2 = C > 2 ? carry[j + 2] : 0;
+  u128 s0 = sum[0], s1 = C > 1 ? sum[1] : 0, s2 = C > 2 ? sum[2] : 0;
+  uint64_t c0 = carry[0], c1 = C > 1 ? carry[1] : 0, c2 = C > 2 ? carry[2] : 0;
   for (int64_t kk = k0; kk < k1; ++kk) {
     const uint64_t au = a[kk].u;
     const FieldValue* r = b[kk] + j;
@@ -145,20 +145,21 @@ void dot_p_columns(u128* sum, uint64_t* carry, const FieldValue* a, const FieldV
     if constexpr (C > 1) mac(s1, c1, au, r[1].u);
     if constexpr (C > 2) mac(s2, c2, au, r[2].u);
   }
-  sum[j] = s0;
-  carry[j] = c0;
-  if constexpr (C > 1) sum[j + 1] = s1, carry[j + 1] = c1;
-  if constexpr (C > 2) sum[j + 2] = s2, carry[j + 2] = c2;
+  sum[0] = s0;
+  carry[0] = c0;
+  if constexpr (C > 1) sum[1] = s1, carry[1] = c1;
+  if constexpr (C > 2) sum[2] = s2, carry[2] = c2;
 }
 
 // Z_q (q = 2^31 - 1): a product of residues is below 2^62 - 2^32 and a folded sum ((x & q) + (x >> 31), the same
-// residue) below 2^33 + 2^31, so a 64-bit sum takes four products between folds. C <= 4 columns at a time.
+// residue) below 2^33 + 2^31, so a 64-bit sum takes four products between folds. C <= 4 columns j.. of B at a time,
+// summed into sum[0..C).
 template <int C>
 void dot_q_columns(uint64_t* sum, const FieldValue* a, const FieldValue* const* b, int64_t k0, int64_t k1,
                    size_t j) {
   static_assert(C >= 1 && C <= 4);
   std::array<uint64_t, 4> s{};
-  for (int c = 0; c < C; ++c) s[c] = sum[j + c];
+  for (int c = 0; c < C; ++c) s[c] = sum[c];
   auto step = [&](int64_t kk) {
     const uint64_t av = a[kk].v;
     const FieldValue* r = b[kk] + j;
@@ -183,13 +184,14 @@ void dot_q_columns(uint64_t* sum, const FieldValue* a, const FieldValue* const* 
     step(kk);
     fold();
   }
-  for (int c = 0; c < C; ++c) sum[j + c] = s[c];
+  for (int c = 0; c < C; ++c) sum[c] = s[c];
 }
 
 }  // namespace
 
 template <bool kWithQ>
-void FieldDomain::dot_rows_impl(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n) const {
+void FieldDomain::dot_rows_impl(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n,
+                                const int32_t* cols) const {
   MG_CHECK(k >= 1 && k < (int64_t{1} << 31), "dot product length out of range");
   auto width = static_cast<size_t>(n);
   acc_p_.assign(width, 0);
@@ -199,13 +201,21 @@ void FieldDomain::dot_rows_impl(Value* out, const Value* a, const Value* const* 
   uint64_t *carry = acc_carry_.data(), *sq = acc_q_.data();
   for (int64_t k0 = 0; k0 < k; k0 += kTile) {
     int64_t k1 = std::min(k, k0 + kTile);
+    if (cols) {  // a few scattered columns: one at a time
+      for (size_t i = 0; i < width; ++i) {
+        auto j = static_cast<size_t>(cols[i]);
+        dot_p_columns<1>(sp + i, carry + i, a, b, k0, k1, j);
+        if constexpr (kWithQ) dot_q_columns<1>(sq + i, a, b, k0, k1, j);
+      }
+      continue;
+    }
     size_t j = 0;
-    for (; j + 3 <= width; j += 3) dot_p_columns<3>(sp, carry, a, b, k0, k1, j);
-    if (j + 2 == width) dot_p_columns<2>(sp, carry, a, b, k0, k1, j);
-    if (j + 1 == width) dot_p_columns<1>(sp, carry, a, b, k0, k1, j);
+    for (; j + 3 <= width; j += 3) dot_p_columns<3>(sp + j, carry + j, a, b, k0, k1, j);
+    if (j + 2 == width) dot_p_columns<2>(sp + j, carry + j, a, b, k0, k1, j);
+    if (j + 1 == width) dot_p_columns<1>(sp + j, carry + j, a, b, k0, k1, j);
     if constexpr (kWithQ) {
-      for (j = 0; j + 4 <= width; j += 4) dot_q_columns<4>(sq, a, b, k0, k1, j);
-      for (; j < width; ++j) dot_q_columns<1>(sq, a, b, k0, k1, j);
+      for (j = 0; j + 4 <= width; j += 4) dot_q_columns<4>(sq + j, a, b, k0, k1, j);
+      for (; j < width; ++j) dot_q_columns<1>(sq + j, a, b, k0, k1, j);
     }
   }
   // The stored values are x·R, so the Z_p sum is (sum of products)·R^2: carry·2^128 + sp mod p·R, then one REDC
@@ -220,11 +230,13 @@ void FieldDomain::dot_rows_impl(Value* out, const Value* a, const Value* const* 
     uint64_t x = sq[j];
     x = (x & q_) + (x >> 31);
     x = (x & q_) + (x >> 31);
-    out[j] = {mont_reduce(t), x >= q_ ? x - q_ : x};
+    out[cols ? cols[j] : j] = {mont_reduce(t), x >= q_ ? x - q_ : x};
   }
 }
-template void FieldDomain::dot_rows_impl<true>(Value*, const Value*, const Value* const*, int64_t, int64_t) const;
-template void FieldDomain::dot_rows_impl<false>(Value*, const Value*, const Value* const*, int64_t, int64_t) const;
+template void FieldDomain::dot_rows_impl<true>(Value*, const Value*, const Value* const*, int64_t, int64_t,
+                                               const int32_t*) const;
+template void FieldDomain::dot_rows_impl<false>(Value*, const Value*, const Value* const*, int64_t, int64_t,
+                                                const int32_t*) const;
 
 
 uint64_t FieldDomain::mont_pow(uint64_t a, uint64_t e) const {

@@ -73,14 +73,17 @@ class FieldDomain {
     }
   }
   Value unary_p(ir::OpCode op, Value x, double s) const;
-  void dot_rows_p(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n) const {
-    dot_rows_impl<false>(out, a, b, k, n);
+  void dot_rows_p(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n,
+                  const int32_t* cols = nullptr) const {
+    dot_rows_impl<false>(out, a, b, k, n, cols);
   }
 
   // out[j] = sum_kk a[kk] * b[kk][j]. Products are summed unreduced (128 bits in Z_p, folded 64 bits in Z_q) and
   // reduced once per element, which halves the cost of a multiply-add; exact, so equal to any other order.
-  void dot_rows(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n) const {
-    dot_rows_impl<true>(out, a, b, k, n);
+  // With `cols` (sorted), only out[cols[i]] for i < n, from columns cols[i] of B.
+  void dot_rows(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n,
+                const int32_t* cols = nullptr) const {
+    dot_rows_impl<true>(out, a, b, k, n, cols);
   }
 
   // A uniformly random value (ω, keys, tests).
@@ -124,7 +127,8 @@ class FieldDomain {
   Value inverse(Value a) const;
   uint64_t inverse_p(uint64_t u) const;
   template <bool kWithQ>
-  void dot_rows_impl(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n) const;
+  void dot_rows_impl(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n,
+                     const int32_t* cols) const;
 
   // Z_p in Montgomery form (R = 2^64): u holds x·R mod p. The map is a bijection, so equality, uniform sampling and
   // oracle keys work on the stored form directly; only constants and printing convert.

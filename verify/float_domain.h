@@ -38,8 +38,18 @@ struct FloatDomain {
       default: bad_binary();
     }
   }
-  // out[j] = ((a0*b0[j] + a1*b1[j]) + a2*b2[j]) + ...: the one summation order both interpreters use.
-  void dot_rows(double* out, const double* a, const double* const* b, int64_t k, int64_t n) const {
+  // out[j] = ((a0*b0[j] + a1*b1[j]) + a2*b2[j]) + ...: the one summation order both interpreters use. With `cols`,
+  // only the columns j = cols[i], i < n.
+  void dot_rows(double* out, const double* a, const double* const* b, int64_t k, int64_t n,
+                const int32_t* cols = nullptr) const {
+    if (cols) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int32_t j = cols[i];
+        out[j] = round(a[0] * b[0][j]);
+        for (int64_t kk = 1; kk < k; ++kk) out[j] = round(out[j] + round(a[kk] * b[kk][j]));
+      }
+      return;
+    }
     for (int64_t j = 0; j < n; ++j) out[j] = round(a[0] * b[0][j]);
     for (int64_t kk = 1; kk < k; ++kk) {
       const double av = a[kk], *bk = b[kk];
@@ -49,8 +59,9 @@ struct FloatDomain {
   // A float has no second part to skip (field.h's *_p forms): the same as the full ops.
   double binary_p(ir::FieldSem f, double a, double b) const { return binary(f, a, b); }
   double unary_p(ir::OpCode op, double x, double s) const { return unary(op, x, s); }
-  void dot_rows_p(double* out, const double* a, const double* const* b, int64_t k, int64_t n) const {
-    dot_rows(out, a, b, k, n);
+  void dot_rows_p(double* out, const double* a, const double* const* b, int64_t k, int64_t n,
+                  const int32_t* cols = nullptr) const {
+    dot_rows(out, a, b, k, n, cols);
   }
   [[noreturn]] static void bad_binary();
 };

@@ -8,10 +8,12 @@
 //   Value constant(double c);                          exact for the field domain (a double is a dyadic rational)
 //   Value unary(OpCode op, Value x, double s);         elementwise ops of kind Unary (s: the op's scalar)
 //   Value binary(FieldSem f, Value a, Value b);        Add, Sub, Mul, Div, Max
-//   void dot_rows(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n);
+//   void dot_rows(Value* out, const Value* a, const Value* const* b, int64_t k, int64_t n,
+//                 const int32_t* cols = nullptr);
 //                                                      out[j] = sum over kk < k of a[kk] * b[kk][j], j < n: the
 //                                                      inner loop of every matmul (the float domain must add in
-//                                                      kk order, starting from the kk = 0 product)
+//                                                      kk order, starting from the kk = 0 product); with `cols`,
+//                                                      only the columns j = cols[i], i < n (the lazy interpreter)
 // and optionally
 //   void store(std::vector<Value>& data, DType t);    called on every tensor an op makes (device storage rounding)
 #pragma once

@@ -1,6 +1,7 @@
 // Demand-driven evaluation for the cheap equivalence mode: computes only the output elements asked for and what they
-// depend on. The unit of demand is a row (a slice along the last dim): each op makes whole rows in tight loops, and
-// every row is memoized (per block and for-loop iteration inside block graphs). The semantics are exactly those of
+// depend on. The unit of demand is a row (a slice along the last dim): each op makes rows in tight loops, and every
+// row is memoized (per block and for-loop iteration inside block graphs). A row holds the columns of its tensor that
+// the caller said it would ask for (column_use.h), or all of them. The semantics are exactly those of
 // the eager Interpreter (interpreter.h), in the same operation order, so that results are identical in every domain;
 // tests run both on every example and on random graphs and require equality.
 #pragma once
@@ -11,6 +12,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "verify/column_use.h"
 #include "verify/exponent_use.h"
 #include "verify/interpreter.h"
 
@@ -34,7 +36,8 @@ inline int64_t flatten(const TensorType& t, const Index& idx) {
 }
 
 // InputFn: const V*(size_t input, int64_t flat), a pointer to element `flat` of input `input` (row-major, so the
-// row starting there is contiguous); the data must outlive the interpreter.
+// row starting there is contiguous), holding at least the input's columns in the ColumnUse; the data must outlive
+// the interpreter.
 //
 // Rows live in an arena owned by the interpreter and never move, so a row is a plain pointer and an input row is a
 // pointer into the caller's data (no copy). The memo tables (a pointer per row of a tensor, nullptr until made) live
@@ -45,10 +48,18 @@ class LazyInterpreter {
   using V = typename D::Value;
   using Row = const V*;
 
-  LazyInterpreter(D& domain, const Graph& g, InputFn inputs) : LazyInterpreter(domain, g, inputs, exponent_use(g)) {}
-  // `use` is exponent_use(g), for a caller that evaluates `g` in many trials.
-  LazyInterpreter(D& domain, const Graph& g, InputFn inputs, ExponentUse use)
-      : d_(domain), g_(g), inputs_(std::move(inputs)), rows_(g.num_tensors(), nullptr), use_(std::move(use)) {
+  LazyInterpreter(D& domain, const Graph& g, InputFn inputs)
+      : LazyInterpreter(domain, g, inputs, exponent_use(g), all_columns(g)) {}
+  // `use` is exponent_use(g), for a caller that evaluates `g` in many trials. `cols` says which columns of each
+  // tensor are made (column_use.h): output() may ask for those of the outputs only, and the inputs need hold only
+  // theirs.
+  LazyInterpreter(D& domain, const Graph& g, InputFn inputs, ExponentUse use, ColumnUse cols)
+      : d_(domain),
+        g_(g),
+        inputs_(std::move(inputs)),
+        rows_(g.num_tensors(), nullptr),
+        use_(std::move(use)),
+        cols_(std::move(cols)) {
     MG_CHECK(!g.is_block(), "lazy evaluation of a kernel graph");
     for (const Graph& body : g.bodies()) {
       std::vector<ir::NodeId> saves;
@@ -62,6 +73,8 @@ class LazyInterpreter {
   V output(size_t i, int64_t flat) {
     TensorId t = g_.outputs()[i];
     int64_t last = last_dim(g_.type(t));
+    MG_CHECK(std::binary_search(cols_.kernel[t].begin(), cols_.kernel[t].end(), flat % last),
+             "lazy output() outside the columns it was made for");
     return krow(t, flat / last)[flat % last];
   }
 
@@ -81,9 +94,10 @@ class LazyInterpreter {
     int64_t iter;
     const Node* block_op;
     const Graph* body;
-    const char* need_q;  // per body tensor: its Z_q part is needed (exponent_use.h)
-    Row** tables;        // per body tensor, allocated on first use
-    Index* origins;      // per body tensor: for an iterator's tile, its origin in the operand (tile_origin)
+    const char* need_q;    // per body tensor: its Z_q part is needed (exponent_use.h)
+    const Columns* cols;  // per body tensor: the columns made (column_use.h)
+    Row** tables;         // per body tensor, allocated on first use
+    Index* origins;       // per body tensor: for an iterator's tile, its origin in the operand (tile_origin)
   };
 
   static int64_t last_dim(const TensorType& t) { return t.dim(t.rank - 1); }
@@ -131,9 +145,10 @@ class LazyInterpreter {
     arena_left_ -= want;
     return out;
   }
-  V* alloc_copy(Row src, int64_t n) {
-    V* out = alloc(n);
-    std::copy(src, src + n, out);
+  // A row of `width` holding columns `cols` of `src`.
+  V* alloc_copy(Row src, int64_t width, const Columns& cols) {
+    V* out = alloc(width);
+    for (int32_t c : cols) out[c] = src[c];
     return out;
   }
 
@@ -150,7 +165,7 @@ class LazyInterpreter {
       row = block_output_row(n, ten.producer, ten.result_index, r);
     } else {
       auto ops = g_.operands(n);
-      row = compute(g_, n, ten.type, r, use_.kernel[t],
+      row = compute(g_, n, ten.type, r, use_.kernel[t], cols_.kernel[t],
                     [&](int k, int64_t rr) -> Row { return krow(ops[static_cast<size_t>(k)], rr); });
     }
     return memo[r] = row;
@@ -176,15 +191,21 @@ class LazyInterpreter {
       b[static_cast<size_t>(g)] = idx[ud] / tile.dim(d);
       idx[ud] %= tile.dim(d);
     }
-    int64_t tile_row = row_of(tile, idx), tile_last = last_dim(tile), out_last = last_dim(out);
-    V* row = alloc(out_last);
+    int64_t tile_row = row_of(tile, idx), tile_last = last_dim(tile);
+    V* row = alloc(last_dim(out));
+    // Column c comes from part c / tile_last of a row split along the grid, else from the one block's tile.
     int64_t parts = along_last < 0 ? 1 : g_.body(n).block_params().grid[static_cast<size_t>(along_last)];
-    for (int64_t p = 0; p < parts; ++p) {
-      if (along_last >= 0) b[static_cast<size_t>(along_last)] = p;
-      int64_t start = p * tile_last;
-      if (start >= out_last) break;
-      Row t = brow(frame(node, b, -1), src, tile_row);
-      for (int64_t c = 0; c < tile_last && start + c < out_last; ++c) row[start + c] = t[c];
+    int64_t part = -1;
+    Row t = nullptr;
+    for (int32_t c : cols_.kernel[g_.result(n, result)]) {
+      int64_t p = along_last < 0 ? 0 : c / tile_last;
+      if (p >= parts || c - p * tile_last >= tile_last) continue;  // beyond the saved tiles
+      if (p != part) {
+        if (along_last >= 0) b[static_cast<size_t>(along_last)] = p;
+        t = brow(frame(node, b, -1), src, tile_row);
+        part = p;
+      }
+      row[c] = t[c - p * tile_last];
     }
     return row;
   }
@@ -205,7 +226,15 @@ class LazyInterpreter {
       const Node& block_op = g_.node(node);
       const Graph& body = g_.body(block_op);
       auto n = static_cast<int64_t>(body.num_tensors());
-      fr = {node, b, iter, &block_op, &body, use_.body[block_op.attrs.index].data(), alloc<Row*>(n), alloc<Index>(n)};
+      fr = {node,
+            b,
+            iter,
+            &block_op,
+            &body,
+            use_.body[block_op.attrs.index].data(),
+            cols_.body[block_op.attrs.index].data(),
+            alloc<Row*>(n),
+            alloc<Index>(n)};
       std::fill_n(fr.tables, n, nullptr);
       for (const Node& it_node : body.nodes())
         if (it_node.op == OpCode::iter) {
@@ -228,9 +257,9 @@ class LazyInterpreter {
     if (info.kind == OpKind::Iter) {
       row = load_row(fr, n, t, r);
     } else if (info.kind == OpKind::Accum) {
-      row = accumulate(fr, n, *fr.body, r, fr.need_q[t]);
+      row = accumulate(fr, n, *fr.body, r, fr.need_q[t], fr.cols[t]);
     } else {
-      row = compute(*fr.body, n, ten.type, r, fr.need_q[t],
+      row = compute(*fr.body, n, ten.type, r, fr.need_q[t], fr.cols[t],
                     [&](int k, int64_t rr) -> Row { return brow(fr, ops[static_cast<size_t>(k)], rr); });
     }
     return memo[r] = row;
@@ -250,25 +279,25 @@ class LazyInterpreter {
     Row s = inside ? krow(src, row_of(full, idx)) : nullptr;
     if (inside && start + tile_last <= last_dim(full)) return s + start;  // the common case: a window, no copy
     V* row = alloc(tile_last);
-    std::fill(row, row + tile_last, d_.constant(0));  // masked: ragged edges read as zero
-    for (int64_t c = 0; inside && c < tile_last && start + c < last_dim(full); ++c) row[c] = s[start + c];
+    for (int32_t c : fr.cols[t])  // masked: ragged edges read as zero
+      row[c] = inside && start + c < last_dim(full) ? s[start + c] : d_.constant(0);
     return row;
   }
 
-  // The eager interpreter's accumulate(), a row at a time, in the same order.
+  // The eager interpreter's accumulate(), a row at a time, in the same order, for columns `cols`.
   // `full`: the result's Z_q part is needed (exponent_use.h); otherwise the *_p forms skip it.
-  Row accumulate(const Frame& epilogue, const Node& n, const Graph& body, int64_t r, bool full) {
+  Row accumulate(const Frame& epilogue, const Node& n, const Graph& body, int64_t r, bool full, const Columns& cols) {
     const ir::OpInfo& info = ir::op_info(n.op);
     auto ops = body.operands(n);
     int64_t loop = body.block_params().loop;
     const TensorType& xt = body.type(ops[0]);
     const int64_t width = last_dim(xt);
     auto iteration = [&](int64_t t) -> Frame& { return frame(epilogue.node, epilogue.block, t); };
-    V* acc = alloc_copy(brow(iteration(0), ops[0], r), width);
+    V* acc = alloc_copy(brow(iteration(0), ops[0], r), width, cols);
     if (info.field != FieldSem::RescaleSum) {
       for (int64_t t = 1; t < loop; ++t) {
         Row x = brow(iteration(t), ops[0], r);
-        for (int64_t c = 0; c < width; ++c) acc[c] = bin(full, info.field, acc[c], x[c]);
+        for (int32_t c : cols) acc[c] = bin(full, info.field, acc[c], x[c]);
       }
       return acc;
     }
@@ -276,7 +305,8 @@ class LazyInterpreter {
     int64_t mr = broadcast_row(mt, row_index(xt, r), xt.rank);
     const int64_t m_width = last_dim(mt);
     bool m_scalar_row = m_width == 1;
-    V* run_max = alloc_copy(brow(iteration(0), ops[1], mr), m_width);
+    const Columns& m_cols = epilogue.cols[ops[1]];
+    V* run_max = alloc_copy(brow(iteration(0), ops[1], mr), m_width, m_cols);
     V* new_max = alloc(m_width);
     // The two rescaling factors depend on the max column only: computed once per column, not per element (a
     // row max broadcast over a 64-wide output row would otherwise cost 128 exps per row and iteration).
@@ -286,12 +316,12 @@ class LazyInterpreter {
       Frame& it = iteration(t);
       Row m = brow(it, ops[1], mr);
       Row x = brow(it, ops[0], r);
-      for (int64_t c = 0; c < m_width; ++c) {
+      for (int32_t c : m_cols) {
         new_max[c] = d_.binary(FieldSem::Max, run_max[c], m[c]);
         keep_f[c] = un(full, OpCode::exp, d_.binary(FieldSem::Sub, run_max[c], new_max[c]), 0);
         add_f[c] = un(full, OpCode::exp, d_.binary(FieldSem::Sub, m[c], new_max[c]), 0);
       }
-      for (int64_t c = 0; c < width; ++c) {
+      for (int32_t c : cols) {
         int64_t mc = m_scalar_row ? 0 : c;
         acc[c] = bin(full, FieldSem::Add, bin(full, FieldSem::Mul, acc[c], keep_f[mc]),
                      bin(full, FieldSem::Mul, x[c], add_f[mc]));
@@ -304,9 +334,11 @@ class LazyInterpreter {
   V bin(bool full, FieldSem f, const V& a, const V& b) const { return full ? d_.binary(f, a, b) : d_.binary_p(f, a, b); }
   V un(bool full, OpCode op, const V& x, double s) const { return full ? d_.unary(op, x, s) : d_.unary_p(op, x, s); }
 
-  // Row `r` of a non-structural op's result. fetch(k, row) is row `row` of operand k. `full` as in accumulate().
+  // Row `r` of a non-structural op's result, columns `cols`. fetch(k, row) is row `row` of operand k. `full` as in
+  // accumulate().
   template <class Fetch>
-  Row compute(const Graph& gr, const Node& n, const TensorType& out, int64_t r, bool full, Fetch&& fetch) {
+  Row compute(const Graph& gr, const Node& n, const TensorType& out, int64_t r, bool full, const Columns& cols,
+              Fetch&& fetch) {
     const ir::OpInfo& info = ir::op_info(n.op);
     const Attrs& a = n.attrs;
     auto ops = gr.operands(n);
@@ -324,7 +356,7 @@ class LazyInterpreter {
       case OpKind::Unary: {
         Row x = fetch(0, r);
         V* row = alloc(width);
-        for (int64_t c = 0; c < width; ++c) row[c] = un(full, n.op, x[c], a.s);
+        for (int32_t c : cols) row[c] = un(full, n.op, x[c], a.s);
         return row;
       }
       case OpKind::Binary: {
@@ -332,7 +364,7 @@ class LazyInterpreter {
         Row y = fetch(1, broadcast_row(type(1), idx, out.rank));
         bool xs = last_dim(type(0)) == 1 && width > 1, ys = last_dim(type(1)) == 1 && width > 1;
         V* row = alloc(width);
-        for (int64_t c = 0; c < width; ++c) row[c] = bin(full, info.field, x[xs ? 0 : c], y[ys ? 0 : c]);
+        for (int32_t c : cols) row[c] = bin(full, info.field, x[xs ? 0 : c], y[ys ? 0 : c]);
         return row;
       }
       case OpKind::Matmul: {
@@ -352,10 +384,12 @@ class LazyInterpreter {
         int64_t b_row0 = row_of(tb, bi);
         for (int64_t kk = 0; kk < k; ++kk) b_rows[kk] = fetch(1, b_row0 + kk);
         V* row = alloc(width);
+        auto n_cols = static_cast<int64_t>(cols.size());
+        const int32_t* some = n_cols == width ? nullptr : cols.data();  // all columns: the dense loops
         if (full)
-          d_.dot_rows(row, arow, b_rows, k, width);
+          d_.dot_rows(row, arow, b_rows, k, n_cols, some);
         else
-          d_.dot_rows_p(row, arow, b_rows, k, width);
+          d_.dot_rows_p(row, arow, b_rows, k, n_cols, some);
         return row;
       }
       case OpKind::Reduce: {
@@ -363,7 +397,7 @@ class LazyInterpreter {
         V* row = alloc(width);
         if (a.dim == last) {
           Row x = fetch(0, r);
-          for (int64_t j = 0; j < width; ++j) {
+          for (int32_t j : cols) {
             V acc = x[j];
             for (int64_t g = 1; g < groups; ++g) acc = bin(full, info.field, acc, x[j + g * a.to]);
             row[j] = acc;
@@ -372,23 +406,30 @@ class LazyInterpreter {
         }
         int64_t j = idx[static_cast<size_t>(a.dim)];
         Row first = along(0, a.dim, j);
-        std::copy(first, first + width, row);
+        for (int32_t c : cols) row[c] = first[c];
         for (int64_t g = 1; g < groups; ++g) {
           Row x = along(0, a.dim, j + g * a.to);
-          for (int64_t c = 0; c < width; ++c) row[c] = bin(full, info.field, row[c], x[c]);
+          for (int32_t c : cols) row[c] = bin(full, info.field, row[c], x[c]);
         }
         return row;
       }
       case OpKind::Norm:
       case OpKind::Softmax:
-        return normalize(info.kind, a, out, r, full, fetch, along);
+        return normalize(info.kind, a, out, r, full, cols, fetch, along);
       case OpKind::Concat: {
         int64_t n0 = type(0).dim(a.dim);
         if (a.dim == last) {
           V* row = alloc(width);
-          Row x = fetch(0, r), y = fetch(1, r);
-          std::copy(x, x + n0, row);
-          std::copy(y, y + (width - n0), row + n0);
+          Row x = nullptr, y = nullptr;  // an operand none of `cols` comes from is not made
+          for (int32_t c : cols) {
+            if (c < n0) {
+              if (!x) x = fetch(0, r);
+              row[c] = x[c];
+            } else {
+              if (!y) y = fetch(1, r);
+              row[c] = y[c - n0];
+            }
+          }
           return row;
         }
         int64_t c = idx[static_cast<size_t>(a.dim)];
@@ -405,10 +446,10 @@ class LazyInterpreter {
   }
 
   // rms_norm and softmax over `dim`, in the eager interpreter's order: statistics folded from coordinate 0 up.
-  // `full` as in accumulate().
+  // `full` as in accumulate(); columns `cols`.
   template <class Fetch, class Along>
-  Row normalize(OpKind kind, const Attrs& a, const TensorType& out, int64_t r, bool full, Fetch& fetch,
-                Along& along) {
+  Row normalize(OpKind kind, const Attrs& a, const TensorType& out, int64_t r, bool full, const Columns& cols,
+                Fetch& fetch, Along& along) {
     const int last = out.rank - 1;
     const int64_t width = last_dim(out);
     int64_t n_dim = out.dim(a.dim);
@@ -419,11 +460,13 @@ class LazyInterpreter {
     Row x = fetch(0, r);
     auto at = [&](int64_t c, int64_t j) -> const V& { return a.dim == last ? x[c] : src[static_cast<size_t>(c)][j]; };
     auto stat_column = [&](int64_t j) -> int64_t { return a.dim == last ? 0 : j; };
-    int64_t columns = a.dim == last ? 1 : width;
+    // The columns with statistics of their own: one for the whole row along the last dim, else those asked for.
+    const Columns one{0};
+    const Columns& stat_cols = a.dim == last ? one : cols;
     V* row = alloc(width);
     if (kind == OpKind::Norm) {
-      V* factor = alloc(columns);
-      for (int64_t j = 0; j < columns; ++j) {
+      V* factor = alloc(width);
+      for (int32_t j : stat_cols) {
         V ss = d_.unary(OpCode::square, at(0, j), 0);
         for (int64_t c = 1; c < n_dim; ++c) ss = d_.binary(FieldSem::Add, ss, d_.unary(OpCode::square, at(c, j), 0));
         factor[j] = d_.unary(
@@ -431,16 +474,16 @@ class LazyInterpreter {
             d_.unary(OpCode::add_scalar, d_.unary(OpCode::mul_scalar, ss, 1.0 / static_cast<double>(n_dim)), a.eps),
             0);
       }
-      for (int64_t j = 0; j < width; ++j) row[j] = d_.binary(FieldSem::Mul, x[j], factor[stat_column(j)]);
+      for (int32_t j : cols) row[j] = d_.binary(FieldSem::Mul, x[j], factor[stat_column(j)]);
       return row;
     }
     // Softmax. The max and the differences keep both parts (exp reads the Z_q part); without `full` the exps skip
     // the oracle that makes theirs, and the sum and quotient follow in the *_p forms.
     auto exp_of = [&](const V& y, const V& m) { return un(full, OpCode::exp, d_.binary(FieldSem::Sub, y, m), 0); };
-    V* mx = alloc(columns);
-    V* sum = alloc(columns);
+    V* mx = alloc(width);
+    V* sum = alloc(width);
     V* e = a.dim == last ? alloc(width) : nullptr;  // along the last dim the sum's terms are this row's numerators
-    for (int64_t j = 0; j < columns; ++j) {
+    for (int32_t j : stat_cols) {
       V m = at(0, j);
       for (int64_t c = 1; c < n_dim; ++c) m = d_.binary(FieldSem::Max, m, at(c, j));
       V s = exp_of(at(0, j), m);
@@ -453,7 +496,7 @@ class LazyInterpreter {
       mx[j] = m;
       sum[j] = s;
     }
-    for (int64_t j = 0; j < width; ++j) {
+    for (int32_t j : cols) {
       int64_t sj = stat_column(j);
       row[j] = bin(full, FieldSem::Div, e ? e[j] : exp_of(x[j], mx[sj]), sum[sj]);
     }
@@ -467,6 +510,7 @@ class LazyInterpreter {
   std::vector<std::vector<ir::NodeId>> saves_;
   std::unordered_map<uint64_t, Frame> frames_;
   ExponentUse use_;
+  ColumnUse cols_;
   static constexpr size_t kArenaAlign = 16;
   std::vector<std::unique_ptr<std::byte[]>> arena_;
   std::byte* arena_next_ = nullptr;
