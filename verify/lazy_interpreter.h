@@ -42,6 +42,12 @@ inline int64_t flatten(const TensorType& t, const Index& idx) {
 // Rows live in an arena owned by the interpreter and never move, so a row is a plain pointer and an input row is a
 // pointer into the caller's data (no copy). The memo tables (a pointer per row of a tensor, nullptr until made) live
 // in the same arena.
+// A callable with the call operators of several lambdas.
+template <class... F>
+struct Overload : F... {
+  using F::operator()...;
+};
+
 template <class D, class InputFn>
 class LazyInterpreter {
  public:
@@ -166,7 +172,10 @@ class LazyInterpreter {
     } else {
       auto ops = g_.operands(n);
       row = compute(g_, n, ten.type, r, use_.kernel[t], cols_.kernel[t],
-                    [&](int k, int64_t rr) -> Row { return krow(ops[static_cast<size_t>(k)], rr); });
+                    Overload{[&](int k, int64_t rr) -> Row { return krow(ops[static_cast<size_t>(k)], rr); },
+                             [&](int k, int64_t r0, int64_t count, Row* out) {
+                               for (int64_t i = 0; i < count; ++i) out[i] = krow(ops[static_cast<size_t>(k)], r0 + i);
+                             }});
     }
     return memo[r] = row;
   }
@@ -260,9 +269,37 @@ class LazyInterpreter {
       row = accumulate(fr, n, *fr.body, r, fr.need_q[t], fr.cols[t]);
     } else {
       row = compute(*fr.body, n, ten.type, r, fr.need_q[t], fr.cols[t],
-                    [&](int k, int64_t rr) -> Row { return brow(fr, ops[static_cast<size_t>(k)], rr); });
+                    Overload{[&](int k, int64_t rr) -> Row { return brow(fr, ops[static_cast<size_t>(k)], rr); },
+                             [&](int k, int64_t r0, int64_t count, Row* out) {
+                               brows(fr, ops[static_cast<size_t>(k)], r0, count, out);
+                             }});
     }
     return memo[r] = row;
+  }
+
+  // Rows r0 .. r0 + count - 1 of body tensor `t` in frame `fr`, consecutive along the second-to-last dim (a matmul's
+  // B). An iterator's rows are then consecutive rows of its operand, found without a row-by-row index computation
+  // and, when they are windows into the operand, without a memo entry of their own.
+  void brows(Frame& fr, TensorId t, int64_t r0, int64_t count, Row* out) {
+    const Node& n = fr.body->node(fr.body->tensor(t).producer);
+    const TensorType& tile = fr.body->type(t);
+    Index idx = row_index(tile, r0);
+    const auto y = static_cast<size_t>(tile.rank - 2);
+    if (n.op != OpCode::iter || idx[y] + count > tile.dim(tile.rank - 2)) {
+      for (int64_t i = 0; i < count; ++i) out[i] = brow(fr, t, r0 + i);
+      return;
+    }
+    TensorId src = g_.operands(*fr.block_op)[n.attrs.index];
+    const TensorType& full = g_.type(src);
+    const Index& origin = fr.origins[t];
+    for (int d = 0; d < tile.rank; ++d) idx[static_cast<size_t>(d)] += origin[static_cast<size_t>(d)];
+    int64_t start = idx[static_cast<size_t>(tile.rank - 1)];
+    bool inside = start + last_dim(tile) <= last_dim(full);
+    for (int d = 0; d < tile.rank - 2; ++d) inside = inside && idx[static_cast<size_t>(d)] < full.dim(d);
+    int64_t src_row0 = inside ? row_of(full, idx) : 0;
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = inside && idx[y] + i < full.dim(tile.rank - 2) ? krow(src, src_row0 + i) + start
+                                                            : brow(fr, t, r0 + i);  // masked: a copy
   }
 
   // Row `r` of iterator `n`'s tile (tensor `t`) in frame `fr`.
@@ -334,7 +371,8 @@ class LazyInterpreter {
   V bin(bool full, FieldSem f, const V& a, const V& b) const { return full ? d_.binary(f, a, b) : d_.binary_p(f, a, b); }
   V un(bool full, OpCode op, const V& x, double s) const { return full ? d_.unary(op, x, s) : d_.unary_p(op, x, s); }
 
-  // Row `r` of a non-structural op's result, columns `cols`. fetch(k, row) is row `row` of operand k. `full` as in
+  // Row `r` of a non-structural op's result, columns `cols`. fetch(k, row) is row `row` of operand k, and
+  // fetch(k, r0, count, out) its rows r0 .. r0 + count - 1 (consecutive along the second-to-last dim). `full` as in
   // accumulate().
   template <class Fetch>
   Row compute(const Graph& gr, const Node& n, const TensorType& out, int64_t r, bool full, const Columns& cols,
@@ -381,8 +419,7 @@ class LazyInterpreter {
         // The rows of B (consecutive rows of its tensor) in a list of its own: fetching one may evaluate another
         // matmul.
         Row* b_rows = alloc<Row>(k);
-        int64_t b_row0 = row_of(tb, bi);
-        for (int64_t kk = 0; kk < k; ++kk) b_rows[kk] = fetch(1, b_row0 + kk);
+        fetch(1, row_of(tb, bi), k, b_rows);
         V* row = alloc(width);
         auto n_cols = static_cast<int64_t>(cols.size());
         const int32_t* some = n_cols == width ? nullptr : cols.data();  // all columns: the dense loops
