@@ -15,6 +15,7 @@
 #include "verify/column_use.h"
 #include "verify/exponent_use.h"
 #include "verify/interpreter.h"
+#include "verify/row_memo.h"
 
 namespace morgana::verify {
 
@@ -40,8 +41,8 @@ inline int64_t flatten(const TensorType& t, const Index& idx) {
 // the interpreter.
 //
 // Rows live in an arena owned by the interpreter and never move, so a row is a plain pointer and an input row is a
-// pointer into the caller's data (no copy). The memo tables (a pointer per row of a tensor, nullptr until made) live
-// in the same arena.
+// pointer into the caller's data (no copy). Kernel-level rows are memoized in tables (a pointer per row of a tensor,
+// nullptr until made) in the same arena, block-level rows in a RowMemo.
 // A callable with the call operators of several lambdas.
 template <class... F>
 struct Overload : F... {
@@ -72,6 +73,14 @@ class LazyInterpreter {
       for (ir::NodeId i = 0; i < body.nodes().size(); ++i)
         if (body.node(i).op == OpCode::save) saves.push_back(i);
       saves_.push_back(std::move(saves));
+      std::vector<int64_t> offsets;  // of each tensor's rows among the body's
+      int64_t rows = 0;
+      for (TensorId t = 0; t < body.num_tensors(); ++t) {
+        offsets.push_back(rows);
+        rows += num_rows(body.type(t));
+      }
+      row_offsets_.push_back(std::move(offsets));
+      body_rows_.push_back(rows);
     }
   }
 
@@ -91,9 +100,9 @@ class LazyInterpreter {
 
  private:
   using Block = std::array<int64_t, ir::kGridDims>;
-  // Block `block` of block op `node` in for-loop iteration `iter` (-1: the epilogue after the loop), with the memo
-  // table of each body tensor made there. Frames sit in a node-based map and never move: a Frame& stays valid while
-  // others are added, so evaluation inside a frame passes it along instead of looking it up per row.
+  // Block `block` of block op `node` in for-loop iteration `iter` (-1: the epilogue after the loop). Frames sit in a
+  // node-based map and never move: a Frame& stays valid while others are added, so evaluation inside a frame passes
+  // it along instead of looking it up per row.
   struct Frame {
     ir::NodeId node;
     Block block;
@@ -102,8 +111,11 @@ class LazyInterpreter {
     const Graph* body;
     const char* need_q;    // per body tensor: its Z_q part is needed (exponent_use.h)
     const Columns* cols;  // per body tensor: the columns made (column_use.h)
-    Row** tables;         // per body tensor, allocated on first use
-    Index* origins;       // per body tensor: for an iterator's tile, its origin in the operand (tile_origin)
+    // Row r of body tensor t is memoized under key + row_offset[t] + r: each frame numbers its body's rows from a
+    // key of its own.
+    uint64_t key;
+    const int64_t* row_offset;
+    Index* origins;  // per body tensor: for an iterator's tile, its origin in the operand (tile_origin)
   };
 
   static int64_t last_dim(const TensorType& t) { return t.dim(t.rank - 1); }
@@ -235,16 +247,18 @@ class LazyInterpreter {
       const Node& block_op = g_.node(node);
       const Graph& body = g_.body(block_op);
       auto n = static_cast<int64_t>(body.num_tensors());
+      uint32_t index = block_op.attrs.index;
       fr = {node,
             b,
             iter,
             &block_op,
             &body,
-            use_.body[block_op.attrs.index].data(),
-            cols_.body[block_op.attrs.index].data(),
-            alloc<Row*>(n),
+            use_.body[index].data(),
+            cols_.body[index].data(),
+            next_key_,
+            row_offsets_[index].data(),
             alloc<Index>(n)};
-      std::fill_n(fr.tables, n, nullptr);
+      next_key_ += static_cast<uint64_t>(body_rows_[index]);
       for (const Node& it_node : body.nodes())
         if (it_node.op == OpCode::iter) {
           TensorId t = body.result(it_node);
@@ -257,8 +271,8 @@ class LazyInterpreter {
   // Row `r` of body tensor `t` in frame `fr`.
   Row brow(Frame& fr, TensorId t, int64_t r) {
     const ir::Tensor& ten = fr.body->tensor(t);
-    Row* memo = table(fr.tables[t], ten.type);
-    if (Row hit = memo[r]) return hit;
+    const uint64_t key = fr.key + static_cast<uint64_t>(fr.row_offset[t] + r);
+    if (Row hit = memo_.find(key)) return hit;
     const Node& n = fr.body->node(ten.producer);
     const ir::OpInfo& info = ir::op_info(n.op);
     auto ops = fr.body->operands(n);
@@ -274,7 +288,8 @@ class LazyInterpreter {
                                brows(fr, ops[static_cast<size_t>(k)], r0, count, out);
                              }});
     }
-    return memo[r] = row;
+    memo_.insert(key, row);
+    return row;
   }
 
   // Rows r0 .. r0 + count - 1 of body tensor `t` in frame `fr`, consecutive along the second-to-last dim (a matmul's
@@ -546,6 +561,10 @@ class LazyInterpreter {
   std::vector<Row*> rows_;  // per kernel-level tensor: its memo table
   std::vector<std::vector<ir::NodeId>> saves_;
   std::unordered_map<uint64_t, Frame> frames_;
+  uint64_t next_key_ = 0;  // of the next frame
+  std::vector<std::vector<int64_t>> row_offsets_;  // per body, per body tensor
+  std::vector<int64_t> body_rows_;                 // per body
+  RowMemo<V> memo_;                                // block-level rows
   ExponentUse use_;
   ColumnUse cols_;
   static constexpr size_t kArenaAlign = 16;
