@@ -1,7 +1,6 @@
 #include "verify/field.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 
 #include "ir/diagnostic.h"
@@ -119,72 +118,54 @@ void FieldDomain::random_fill(uint64_t seed, uint64_t stream, uint64_t first, Va
 
 namespace {
 
-// The matmul inner loops. Columns are taken a few at a time with their sums in registers, over a tile of kTile
-// rows of B (which stays in L1 while the columns move along it): summing into memory cost a load and a store per
-// multiply-add.
-constexpr int64_t kTile = 32;
-
-// Z_p: each product of residues is < p^2 < 2^126 and is added unreduced to a 192-bit sum (128 bits plus a carry
-// word: add, add-with-carry, add-with-carry), reduced once at the end. C <= 3 columns j.. of B at a time (with more,
-// the sums no longer fit in x86-64's registers), summed into sum[0..C) and carry[0..C).
-template <int C>
-void dot_p_columns(u128* sum, uint64_t* carry, const FieldValue* a, const FieldValue* const* b, int64_t k0,
-                   int64_t k1, size_t j) {
-  static_assert(C >= 1 && C <= 3);
-  auto mac = [](u128& s, uint64_t& c, uint64_t x, uint64_t y) {
-    u128 prod = static_cast<u128>(x) * y;
-    s += prod;
-    c += s < prod;
-  };
-  u128 s0 = sum[0], s1 = C > 1 ? sum[1] : 0, s2 = C > 2 ? sum[2] : 0;
-  uint64_t c0 = carry[0], c1 = C > 1 ? carry[1] : 0, c2 = C > 2 ? carry[2] : 0;
-  for (int64_t kk = k0; kk < k1; ++kk) {
-    const uint64_t au = a[kk].u;
-    const FieldValue* r = b[kk] + j;
-    mac(s0, c0, au, r[0].u);
-    if constexpr (C > 1) mac(s1, c1, au, r[1].u);
-    if constexpr (C > 2) mac(s2, c2, au, r[2].u);
+// The matmul inner loops stream four rows of B at a time along the columns. (Walking a tile of rows column by column
+// kept sums in registers but read lines a whole row apart: rows a multiple of 4 KiB long, like K's 64 KiB, all fall
+// into the same cache sets, and a 32-row tile thrashed L1 and L2.) With kGather, sum[i] is column cols[i] of B.
+//
+// Z_p: the R <= 4 products of a column (each < p^2 < 2^126) sum below 2^128 and join the column's 192-bit sum (128
+// bits plus a carry word) with one add, add-with-carry, add-with-carry; it is reduced once at the end.
+template <int R, bool kGather>
+void dot_p_rows(u128* sum, uint64_t* carry, const FieldValue* a, const FieldValue* const* b, size_t n,
+                const int32_t* cols) {
+  static_assert(R >= 1 && R <= 4);
+  const FieldValue *b0 = b[0], *b1 = b[R > 1 ? 1 : 0], *b2 = b[R > 2 ? 2 : 0], *b3 = b[R > 3 ? 3 : 0];
+  const uint64_t a0 = a[0].u, a1 = a[R > 1 ? 1 : 0].u, a2 = a[R > 2 ? 2 : 0].u, a3 = a[R > 3 ? 3 : 0].u;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t j = kGather ? static_cast<size_t>(cols[i]) : i;
+    u128 s = static_cast<u128>(a0) * b0[j].u;
+    if constexpr (R > 1) s += static_cast<u128>(a1) * b1[j].u;
+    if constexpr (R > 2) s += static_cast<u128>(a2) * b2[j].u;
+    if constexpr (R > 3) s += static_cast<u128>(a3) * b3[j].u;
+    u128 t = sum[i] + s;
+    carry[i] += t < s;
+    sum[i] = t;
   }
-  sum[0] = s0;
-  carry[0] = c0;
-  if constexpr (C > 1) sum[1] = s1, carry[1] = c1;
-  if constexpr (C > 2) sum[2] = s2, carry[2] = c2;
 }
 
-// Z_q (q = 2^31 - 1): a product of residues is below 2^62 - 2^32 and a folded sum ((x & q) + (x >> 31), the same
-// residue) below 2^33 + 2^31, so a 64-bit sum takes four products between folds. C <= 4 columns j.. of B at a time,
-// summed into sum[0..C).
-template <int C>
-void dot_q_columns(uint64_t* sum, const FieldValue* a, const FieldValue* const* b, int64_t k0, int64_t k1,
-                   size_t j) {
-  static_assert(C >= 1 && C <= 4);
-  std::array<uint64_t, 4> s{};
-  for (int c = 0; c < C; ++c) s[c] = sum[c];
-  auto step = [&](int64_t kk) {
-    const uint64_t av = a[kk].v;
-    const FieldValue* r = b[kk] + j;
-    s[0] += av * r[0].v;
-    if constexpr (C > 1) s[1] += av * r[1].v;
-    if constexpr (C > 2) s[2] += av * r[2].v;
-    if constexpr (C > 3) s[3] += av * r[3].v;
-  };
-  auto fold = [&] {
-    const uint64_t q = (uint64_t{1} << 31) - 1;
-    for (int c = 0; c < C; ++c) s[c] = (s[c] & q) + (s[c] >> 31);
-  };
-  int64_t kk = k0;
-  for (; kk + 3 < k1; kk += 4) {
-    step(kk);
-    step(kk + 1);
-    step(kk + 2);
-    step(kk + 3);
-    fold();
+// Z_q (q = 2^31 - 1): the R <= 4 products of a column (each < 2^62 - 2^32) sum below 2^64; folded ((x & q) +
+// (x >> 31), the same residue, < 2^33 + 2^31) they join a 64-bit sum that fewer than 2^31 rows cannot overflow.
+template <int R, bool kGather>
+void dot_q_rows(uint64_t* sum, const FieldValue* a, const FieldValue* const* b, size_t n, const int32_t* cols) {
+  static_assert(R >= 1 && R <= 4);
+  const uint64_t q = (uint64_t{1} << 31) - 1;
+  const FieldValue *b0 = b[0], *b1 = b[R > 1 ? 1 : 0], *b2 = b[R > 2 ? 2 : 0], *b3 = b[R > 3 ? 3 : 0];
+  const uint64_t a0 = a[0].v, a1 = a[R > 1 ? 1 : 0].v, a2 = a[R > 2 ? 2 : 0].v, a3 = a[R > 3 ? 3 : 0].v;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t j = kGather ? static_cast<size_t>(cols[i]) : i;
+    uint64_t s = a0 * b0[j].v;
+    if constexpr (R > 1) s += a1 * b1[j].v;
+    if constexpr (R > 2) s += a2 * b2[j].v;
+    if constexpr (R > 3) s += a3 * b3[j].v;
+    sum[i] += (s & q) + (s >> 31);
   }
-  for (; kk < k1; ++kk) {
-    step(kk);
-    fold();
-  }
-  for (int c = 0; c < C; ++c) sum[c] = s[c];
+}
+
+// Rows kk .. kk + R - 1 of B into the sums.
+template <int R, bool kGather, bool kWithQ>
+void dot_rows_step(u128* sp, uint64_t* carry, uint64_t* sq, const FieldValue* a, const FieldValue* const* b,
+                   size_t n, const int32_t* cols) {
+  dot_p_rows<R, kGather>(sp, carry, a, b, n, cols);
+  if constexpr (kWithQ) dot_q_rows<R, kGather>(sq, a, b, n, cols);
 }
 
 }  // namespace
@@ -199,25 +180,22 @@ void FieldDomain::dot_rows_impl(Value* out, const Value* a, const Value* const* 
   acc_q_.assign(width, 0);
   u128* sp = acc_p_.data();
   uint64_t *carry = acc_carry_.data(), *sq = acc_q_.data();
-  for (int64_t k0 = 0; k0 < k; k0 += kTile) {
-    int64_t k1 = std::min(k, k0 + kTile);
-    if (cols) {  // a few scattered columns: one at a time
-      for (size_t i = 0; i < width; ++i) {
-        auto j = static_cast<size_t>(cols[i]);
-        dot_p_columns<1>(sp + i, carry + i, a, b, k0, k1, j);
-        if constexpr (kWithQ) dot_q_columns<1>(sq + i, a, b, k0, k1, j);
+  auto step = [&]<bool kGather>() {
+    for (int64_t kk = 0; kk < k; kk += 4) {
+      const Value* ak = a + kk;
+      const Value* const* bk = b + kk;
+      switch (std::min<int64_t>(4, k - kk)) {
+        case 4: dot_rows_step<4, kGather, kWithQ>(sp, carry, sq, ak, bk, width, cols); break;
+        case 3: dot_rows_step<3, kGather, kWithQ>(sp, carry, sq, ak, bk, width, cols); break;
+        case 2: dot_rows_step<2, kGather, kWithQ>(sp, carry, sq, ak, bk, width, cols); break;
+        default: dot_rows_step<1, kGather, kWithQ>(sp, carry, sq, ak, bk, width, cols); break;
       }
-      continue;
     }
-    size_t j = 0;
-    for (; j + 3 <= width; j += 3) dot_p_columns<3>(sp + j, carry + j, a, b, k0, k1, j);
-    if (j + 2 == width) dot_p_columns<2>(sp + j, carry + j, a, b, k0, k1, j);
-    if (j + 1 == width) dot_p_columns<1>(sp + j, carry + j, a, b, k0, k1, j);
-    if constexpr (kWithQ) {
-      for (j = 0; j + 4 <= width; j += 4) dot_q_columns<4>(sq + j, a, b, k0, k1, j);
-      for (; j < width; ++j) dot_q_columns<1>(sq + j, a, b, k0, k1, j);
-    }
-  }
+  };
+  if (cols)
+    step.template operator()<true>();
+  else
+    step.template operator()<false>();
   // The stored values are x·R, so the Z_p sum is (sum of products)·R^2: carry·2^128 + sp mod p·R, then one REDC
   // gives the Montgomery form of the result. carry < 2^31 (k < 2^31 products below 2^126 each), so carry·(2^128
   // mod p) is below 2^94 and the additions below cannot overflow 128 bits.
