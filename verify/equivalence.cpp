@@ -260,6 +260,7 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
     input_q[in] = ref_use.kernel[ref.inputs()[in]] || cand_use.kernel[cand.inputs()[in]];
   std::optional<InputRows> input_rows;  // the cheap mode's
   if (!opts.full) input_rows.emplace(ref, input_q);
+  Arena arena;  // the cheap mode's rows, its memory reused by every trial
   for (int trial = 0; trial < opts.trials; ++trial) {
     // Each trial's randomness (inputs, ω, oracle key) comes from (seed, trial) alone. Inputs are drawn per element
     // from (trial, input, index), so any order of generation gives the same values.
@@ -297,8 +298,9 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
           input_cols.push_back(
               column_union(ref_cols.kernel[ref.inputs()[in]], cand_cols.kernel[cand.inputs()[in]]));
         input_rows->begin(domain, trial_seed, std::move(input_cols));
-        Lazy lref(domain, ref, input, ref_use, std::move(ref_cols));
-        Lazy lcand(domain, cand, input, cand_use, std::move(cand_cols));
+        arena.reset();  // the last trial's interpreters are gone
+        Lazy lref(domain, ref, input, ref_use, std::move(ref_cols), &arena);
+        Lazy lcand(domain, cand, input, cand_use, std::move(cand_cols), &arena);
         ++v.trials;
         v.elements_checked = 0;
         auto check = [&](Lazy& r, Lazy& c, size_t o, int64_t i) -> bool {
@@ -331,8 +333,8 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
           if (!out) continue;
           if (!whole_cand) {
             input_rows->begin(domain, trial_seed, {});
-            whole_ref.emplace(domain, ref, input, ref_use, all_columns(ref));
-            whole_cand.emplace(domain, cand, input, cand_use, all_columns(cand));
+            whole_ref.emplace(domain, ref, input, ref_use, all_columns(ref), &arena);
+            whole_cand.emplace(domain, cand, input, cand_use, all_columns(cand), &arena);
           }
           if (!check(*whole_ref, *whole_cand, out->first, out->second)) return v;
           if (reached()) ++v.blocks_covered;

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "verify/arena.h"
 #include "verify/column_use.h"
 #include "verify/exponent_use.h"
 #include "verify/interpreter.h"
@@ -40,8 +41,8 @@ inline int64_t flatten(const TensorType& t, const Index& idx) {
 // row starting there is contiguous), holding at least the input's columns in the ColumnUse; the data must outlive
 // the interpreter.
 //
-// Rows live in an arena owned by the interpreter and never move, so a row is a plain pointer and an input row is a
-// pointer into the caller's data (no copy). Kernel-level rows are memoized in tables (a pointer per row of a tensor,
+// Rows live in an arena (the caller's, or the interpreter's own) and never move, so a row is a plain pointer and an
+// input row is a pointer into the caller's data (no copy). Kernel-level rows are memoized in tables (a pointer per row of a tensor,
 // nullptr until made) in the same arena, block-level rows in a RowMemo.
 // A callable with the call operators of several lambdas.
 template <class... F>
@@ -59,14 +60,15 @@ class LazyInterpreter {
       : LazyInterpreter(domain, g, inputs, exponent_use(g), all_columns(g)) {}
   // `use` is exponent_use(g), for a caller that evaluates `g` in many trials. `cols` says which columns of each
   // tensor are made (column_use.h): output() may ask for those of the outputs only, and the inputs need hold only
-  // theirs.
-  LazyInterpreter(D& domain, const Graph& g, InputFn inputs, ExponentUse use, ColumnUse cols)
+  // theirs. Rows go to `arena` when given (it must outlive the interpreter), else to one of the interpreter's own.
+  LazyInterpreter(D& domain, const Graph& g, InputFn inputs, ExponentUse use, ColumnUse cols, Arena* arena = nullptr)
       : d_(domain),
         g_(g),
         inputs_(std::move(inputs)),
         rows_(g.num_tensors(), nullptr),
         use_(std::move(use)),
-        cols_(std::move(cols)) {
+        cols_(std::move(cols)),
+        arena_(arena ? *arena : own_arena_) {
     MG_CHECK(!g.is_block(), "lazy evaluation of a kernel graph");
     for (const Graph& body : g.bodies()) {
       std::vector<ir::NodeId> saves;
@@ -145,23 +147,10 @@ class LazyInterpreter {
     return slot;
   }
 
-  // `n` uninitialized objects of a trivially copyable type that stay put until the interpreter dies.
+  // `n` uninitialized objects of a trivially copyable type that stay put while the arena is not reset.
   template <class T = V>
   T* alloc(int64_t n) {
-    static_assert(std::is_trivially_copyable_v<T> && alignof(T) <= kArenaAlign);
-    size_t want = (static_cast<size_t>(n) * sizeof(T) + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
-    if (arena_left_ < want) {
-      // Chunks under malloc's mmap threshold come from the heap, so the next trial's interpreter reuses their pages
-      // instead of faulting in fresh ones.
-      size_t chunk = std::max<size_t>(want, size_t{64} << 10);
-      arena_.push_back(std::make_unique_for_overwrite<std::byte[]>(chunk));
-      arena_next_ = arena_.back().get();
-      arena_left_ = chunk;
-    }
-    auto* out = reinterpret_cast<T*>(arena_next_);
-    arena_next_ += want;
-    arena_left_ -= want;
-    return out;
+    return arena_.template alloc<T>(n);
   }
   // A row of `width` holding columns `cols` of `src`.
   V* alloc_copy(Row src, int64_t width, const Columns& cols) {
@@ -517,7 +506,7 @@ class LazyInterpreter {
     const Columns& stat_cols = a.dim == last ? one : cols;
     V* row = alloc(width);
     if (kind == OpKind::Norm) {
-      V* factor = alloc(width);
+      V* factor = alloc(a.dim == last ? 1 : width);
       for (int32_t j : stat_cols) {
         V ss = d_.unary(OpCode::square, at(0, j), 0);
         for (int64_t c = 1; c < n_dim; ++c) ss = d_.binary(FieldSem::Add, ss, d_.unary(OpCode::square, at(c, j), 0));
@@ -532,8 +521,8 @@ class LazyInterpreter {
     // Softmax. The max and the differences keep both parts (exp reads the Z_q part); without `full` the exps skip
     // the oracle that makes theirs, and the sum and quotient follow in the *_p forms.
     auto exp_of = [&](const V& y, const V& m) { return un(full, OpCode::exp, d_.binary(FieldSem::Sub, y, m), 0); };
-    V* mx = alloc(width);
-    V* sum = alloc(width);
+    V* mx = alloc(a.dim == last ? 1 : width);
+    V* sum = alloc(a.dim == last ? 1 : width);
     V* e = a.dim == last ? alloc(width) : nullptr;  // along the last dim the sum's terms are this row's numerators
     for (int32_t j : stat_cols) {
       V m = at(0, j);
@@ -567,10 +556,8 @@ class LazyInterpreter {
   RowMemo<V> memo_;                                // block-level rows
   ExponentUse use_;
   ColumnUse cols_;
-  static constexpr size_t kArenaAlign = 16;
-  std::vector<std::unique_ptr<std::byte[]>> arena_;
-  std::byte* arena_next_ = nullptr;
-  size_t arena_left_ = 0;
+  Arena own_arena_;
+  Arena& arena_;
 };
 
 }  // namespace morgana::verify
