@@ -1,15 +1,12 @@
 // Demand-driven evaluation for the cheap equivalence mode: computes only the output elements asked for and what they
 // depend on. The unit of demand is a row (a slice along the last dim): each op makes rows in tight loops, and every
 // row is memoized (per block and for-loop iteration inside block graphs). A row holds the columns of its tensor that
-// the caller said it would ask for (column_use.h), or all of them. The semantics are exactly those of
-// the eager Interpreter (interpreter.h), in the same operation order, so that results are identical in every domain;
-// tests run both on every example and on random graphs and require equality.
+// the caller said it would ask for (column_use.h), or all of them. The semantics are exactly those of the eager
+// Interpreter (interpreter.h), in the same operation order, so that results are identical in every domain; tests
+// run both on every example and on random graphs and require equality.
 #pragma once
 
 #include <algorithm>
-#include <cstddef>
-#include <memory>
-#include <type_traits>
 #include <unordered_map>
 
 #include "verify/arena.h"
