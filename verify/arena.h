@@ -40,14 +40,15 @@ class Arena {
 
  private:
   static constexpr size_t kAlign = 16;
-  static constexpr size_t kChunk = size_t{256} << 10;
+  // Chunks grow from 16 KiB (a check of small programs, as the search runs by the thousand, needs no more) to 1 MiB.
+  static constexpr size_t kFirstChunk = size_t{16} << 10, kLargestChunk = size_t{1} << 20;
 
   // Moves to the next kept chunk that holds `want` bytes, or makes one there.
   void next_chunk(size_t want) {
     if (!chunks_.empty() && next_) ++current_;
     while (current_ < chunks_.size() && chunks_[current_].size < want) ++current_;
     if (current_ == chunks_.size()) {
-      size_t size = std::max(want, kChunk);
+      size_t size = std::max(want, chunks_.empty() ? kFirstChunk : std::min(2 * chunks_.back().size, kLargestChunk));
       chunks_.push_back({std::make_unique_for_overwrite<std::byte[]>(size), size});
     }
     next_ = chunks_[current_].data.get();
