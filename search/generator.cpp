@@ -148,8 +148,15 @@ struct Generator::Shared {
   std::unique_ptr<ir::SubexprOracle> oracle;
   std::vector<ExprId> out_exprs;
   std::vector<Labels> out_labels;
-  std::vector<double> factors;   // constants for mul_scalar: the spec's, and each rms_norm's 1/n
-  std::vector<double> summands;  // constants for add_scalar: the spec's, and each rms_norm's eps
+  // Where the spec applies a constant: mul_scalar and add_scalar take (op, value) only on a value of the
+  // e-class the spec applies it to (the spec's own scalar ops, and each rms_norm's 1/n and eps, which apply to
+  // the sum of squares).
+  struct ScalarUse {
+    OpCode op;
+    double s;
+    uint32_t cls;
+  };
+  std::vector<ScalarUse> scalar_uses;
   bool scaled_outputs = false;   // the spec has explicit scalar ops, so an output may end with one
   std::vector<uint16_t> reduced_axes;  // axes the spec sums, maximises or normalises over
   bool safe_exp = false;  // the spec's exps come from softmax: each exp must take a max-subtracted value
@@ -415,7 +422,7 @@ class Explorer {
     size_t n = kt_.size();
     for (TensorId a = 0; a < n; ++a) {
       if (kt_[a].labels.any_stacked()) continue;
-      for_each_unary_like(kg_.type(a), kt_[a].labels, [&](OpCode op, const Attrs& at) { f(op, {a}, at); });
+      for_each_unary_like(kg_.type(a), kt_[a].labels, kt_[a].expr, [&](OpCode op, const Attrs& at) { f(op, {a}, at); });
       for (TensorId b = 0; b < n; ++b) {
         if (a == b || kt_[b].labels.any_stacked()) continue;
         for (const ir::OpInfo& info : ir::all_ops()) {
@@ -431,14 +438,18 @@ class Explorer {
   // Unary, reduce and norm ops on one tensor of type `t`: attributes from the spec's constants and the tensor's
   // dims.
   template <class F>
-  void for_each_unary_like(const ir::TensorType& t, const Labels& l, F&& f) {
+  void for_each_unary_like(const ir::TensorType& t, const Labels& l, ExprId e, F&& f) {
+    // The e-class decides which constants apply (Shared::scalar_uses); looked up once, and only when needed.
+    uint32_t cls = UINT32_MAX - 1;
     for (const ir::OpInfo& info : ir::all_ops()) {
       OpCode op = static_cast<OpCode>(&info - ir::all_ops().data());
       if (info.kind == OpKind::Unary) {
         if (info.attrs & ir::kAttrS) {
-          for (double s : op == OpCode::mul_scalar ? sh_.factors : sh_.summands) {
+          if (cls == UINT32_MAX - 1) cls = sh_.oracle->class_of(arena_, e);
+          for (const auto& u : sh_.scalar_uses) {
+            if (u.op != op || u.cls != cls) continue;
             Attrs a;
-            a.s = s;
+            a.s = u.s;
             f(op, a);
           }
         } else {
@@ -450,8 +461,8 @@ class Explorer {
           Attrs a;
           a.dim = d;
           if (info.kind == OpKind::Norm) {
-            for (double e : sh_.eps) {
-              a.eps = e;
+            for (double eps : sh_.eps) {
+              a.eps = eps;
               f(op, a);
             }
           } else {
@@ -890,7 +901,7 @@ class Explorer {
     for (TensorId a = lo; a < n; ++a) {
       if (!eligible(a)) continue;
       const ir::TensorType ty = b.g.type(a);
-      for_each_unary_like(ty, b.bt[a].labels, [&](OpCode op, const Attrs& at) {
+      for_each_unary_like(ty, b.bt[a].labels, b.bt[a].expr, [&](OpCode op, const Attrs& at) {
         if (!ir::op_at_level(op, ir::kBlockLevel)) return;
         Rank r = rank_of(std::array<TensorId, 1>{a}, op, attr_key(at));
         if (!(last < r)) return;
@@ -1345,21 +1356,31 @@ std::vector<Task> Explorer::root_tasks(const Generator::Shared& sh) {
   return tasks;
 }
 
-// The constants a candidate may need: the spec's scalars, and each rms_norm's 1/n and eps.
-void collect_constants(const Graph& spec, std::vector<double>& factors, std::vector<double>& summands,
-                       std::vector<double>& eps, bool& scaled_outputs) {
-  auto add = [](std::vector<double>& v, double x) {
-    if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+// The constants a candidate may need, with the e-class each applies to: the spec's scalars, and each
+// rms_norm's 1/n and eps (both on the sum of squares: rsqrt(sum(x²)·1/n + eps)).
+void collect_constants(Generator::Shared& sh) {
+  std::vector<ExprId> ex = ir::abstract_exprs(sh.spec, sh.arena);
+  auto add = [&](OpCode op, double s, ExprId on) {
+    uint32_t cls = sh.oracle->class_of(sh.arena, on);
+    if (cls == UINT32_MAX) return;  // not a term of the spec's e-graph: no candidate could use it
+    for (const auto& u : sh.scalar_uses)
+      if (u.op == op && u.s == s && u.cls == cls) return;
+    sh.scalar_uses.push_back({op, s, cls});
   };
-  for (const ir::Node& n : spec.nodes()) {
+  for (const ir::Node& n : sh.spec.nodes()) {
     const ir::OpInfo& info = ir::op_info(n.op);
-    if (info.field == ir::FieldSem::ScaleConst) add(factors, n.attrs.s);
-    if (info.field == ir::FieldSem::AddConst) add(summands, n.attrs.s);
-    if (info.attrs & ir::kAttrS) scaled_outputs = true;
+    if (n.num_operands == 0) continue;
+    ExprId x = ex[sh.spec.operands(n)[0]];
+    if (info.attrs & ir::kAttrS) {
+      add(n.op, n.attrs.s, x);
+      sh.scaled_outputs = true;
+    }
     if (info.kind == OpKind::Norm) {
-      add(factors, 1.0 / static_cast<double>(spec.type(spec.operands(n)[0]).dim(n.attrs.dim)));
-      add(summands, n.attrs.eps);
-      add(eps, n.attrs.eps);
+      int64_t len = sh.spec.type(sh.spec.operands(n)[0]).dim(n.attrs.dim);
+      ExprId sq = sh.arena.sum(len, sh.arena.mul(x, x));
+      add(OpCode::mul_scalar, 1.0 / static_cast<double>(len), sq);
+      add(OpCode::add_scalar, n.attrs.eps, sq);
+      if (std::find(sh.eps.begin(), sh.eps.end(), n.attrs.eps) == sh.eps.end()) sh.eps.push_back(n.attrs.eps);
     }
   }
 }
@@ -1379,7 +1400,7 @@ Generator::Generator(const Graph& spec, const targets::Target& target, const Sea
   sh.out_exprs = ir::output_exprs(spec, sh.arena);
   sh.oracle = std::make_unique<ir::SubexprOracle>(sh.arena, sh.out_exprs);
   for (TensorId t : spec.outputs()) sh.out_labels.push_back(sh.axes.tensors[t]);
-  collect_constants(spec, sh.factors, sh.summands, sh.eps, sh.scaled_outputs);
+  collect_constants(sh);
   for (const ir::Node& n : spec.nodes()) {
     const ir::OpInfo& info = ir::op_info(n.op);
     if (info.kind == OpKind::Softmax) sh.safe_exp = true;
