@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <thread>
 
 #include "ir/diagnostic.h"
@@ -135,6 +136,7 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
   // check and the float check; the best one also passes the full exact check (if it fails, the next candidate
   // takes its place). A structure that fails once is not tried again at other sizes.
   std::vector<uint64_t> failed;
+  std::unique_ptr<verify::FloatReference> float_ref;  // the spec's side of the float checks, made once
   verify::EquivalenceOptions cheap{options.trials, options.seed, false};
   // The full check adds exhaustive coverage of the outputs; the cheap check's trials already bound the chance
   // that a wrong program agrees, so one fresh trial (another seed) is enough there, and it is the costliest check
@@ -148,7 +150,10 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
     // The float check before the full exact one: it is cheaper, and what it catches (overflow) is what the
     // exact checks cannot see.
     verify::FloatCheck fc;
-    if (v.equivalent()) fc = verify::float_check(spec, c.graph, {.seed = options.seed});
+    if (v.equivalent()) {
+      if (!float_ref) float_ref = std::make_unique<verify::FloatReference>(spec, verify::FloatCheckOptions{.seed = options.seed});
+      fc = float_ref->check(c.graph);
+    }
     verify::Verdict f;
     if (v.equivalent() && fc.pass && best) f = verify::equivalent(spec, c.graph, full);
     if (!v.equivalent() || !fc.pass || !f.equivalent()) {

@@ -193,7 +193,28 @@ std::string FloatCheck::str() const {
   return s + t;
 }
 
+struct FloatReference::Sets {
+  std::vector<FloatArray> random_in, random_want;
+  std::vector<FloatArray> large_in, large_want;
+  double large_scale = 0, large_exp_arg = 0;
+  bool large_done = false;  // the large set is made on the first candidate that passes the random set
+};
+
+FloatReference::FloatReference(const ir::Graph& reference, const FloatCheckOptions& options)
+    : ref_(reference), opts_(options), sets_(std::make_unique<Sets>()) {
+  sets_->random_in = random_inputs(ref_, opts_.seed, 1.0);
+  sets_->random_want = eval_float(ref_, sets_->random_in, Precision::f64);
+}
+
+FloatReference::~FloatReference() = default;
+
 FloatCheck float_check(const ir::Graph& ref, const ir::Graph& cand, const FloatCheckOptions& opts) {
+  return FloatReference(ref, opts).check(cand);
+}
+
+FloatCheck FloatReference::check(const ir::Graph& cand) {
+  const ir::Graph& ref = ref_;
+  const FloatCheckOptions& opts = opts_;
   auto start = std::chrono::steady_clock::now();
   FloatCheck fc;
   auto finish = [&] {
@@ -208,8 +229,7 @@ FloatCheck float_check(const ir::Graph& ref, const ir::Graph& cand, const FloatC
   std::vector<std::string> names = ir::printed_names(ref);
 
   // Compares one input set; returns false (after filling fc) on failure.
-  auto check_set = [&](const char* set, const std::vector<FloatArray>& inputs) {
-    std::vector<FloatArray> want = eval_float(ref, inputs, Precision::f64);
+  auto check_set = [&](const char* set, const std::vector<FloatArray>& inputs, const std::vector<FloatArray>& want) {
     std::vector<FloatArray> got = eval_float(cand, inputs, Precision::device);
     double worst = -1;
     bool unsafe = false;
@@ -263,9 +283,17 @@ FloatCheck float_check(const ir::Graph& ref, const ir::Graph& cand, const FloatC
     return fc.pass;
   };
 
-  if (!check_set("random", random_inputs(ref, opts.seed, 1.0))) return finish();
-  fc.large_scale = large_scale(ref, opts, fc.large_exp_arg);
-  check_set("large", random_inputs(ref, large_seed(opts.seed), fc.large_scale));
+  if (!check_set("random", sets_->random_in, sets_->random_want)) return finish();
+  Sets& s = *sets_;
+  if (!s.large_done) {
+    s.large_scale = large_scale(ref, opts, s.large_exp_arg);
+    s.large_in = random_inputs(ref, large_seed(opts.seed), s.large_scale);
+    s.large_want = eval_float(ref, s.large_in, Precision::f64);
+    s.large_done = true;
+  }
+  fc.large_scale = s.large_scale;
+  fc.large_exp_arg = s.large_exp_arg;
+  check_set("large", s.large_in, s.large_want);
   return finish();
 }
 

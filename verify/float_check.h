@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <memory>
 #include <string>
 
 #include "ir/graph.h"
@@ -83,5 +84,24 @@ struct FloatCheck {
 
 // `reference` and `candidate` are kernel graphs with the same inputs and outputs (shapes and element types).
 FloatCheck float_check(const ir::Graph& reference, const ir::Graph& candidate, const FloatCheckOptions& options = {});
+
+// The reference's side of float checks, computed once: both input sets, the large set's scale and the reference's
+// f64 outputs on each. The search checks many candidates against one spec; the reference side (the large scale
+// alone takes several evaluations) is most of a check's time. Holds every input in f64.
+class FloatReference {
+ public:
+  FloatReference(const ir::Graph& reference, const FloatCheckOptions& options = {});
+  ~FloatReference();
+  FloatReference(const FloatReference&) = delete;
+  FloatReference& operator=(const FloatReference&) = delete;
+  // The same as float_check(reference, candidate, options). Not thread-safe (the large set is made on first use).
+  FloatCheck check(const ir::Graph& candidate);
+
+ private:
+  struct Sets;
+  const ir::Graph& ref_;
+  FloatCheckOptions opts_;
+  std::unique_ptr<Sets> sets_;
+};
 
 }  // namespace morgana::verify
