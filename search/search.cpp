@@ -50,6 +50,18 @@ class TaskBest {
   std::vector<Candidate> best_;
 };
 
+// The (kernel ops, block ops) limits of the deepening passes: block graphs of 6, 8, 10, ... ops and finally the
+// maximum, each first with one kernel op and then with every larger count up to the maximum.
+std::vector<std::pair<int, int>> deepening(int max_kernel, int max_block) {
+  std::vector<int> blocks;
+  for (int x = std::min(6, max_block); x < max_block; x += 2) blocks.push_back(x);
+  blocks.push_back(max_block);
+  std::vector<std::pair<int, int>> passes;
+  for (int b : blocks)
+    for (int k = 1; k <= max_kernel; ++k) passes.push_back({k, b});
+  return passes;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -61,34 +73,14 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
   auto t0 = std::chrono::steady_clock::now();
   if (options.shard.count < 1 || options.shard.index < 0 || options.shard.index >= options.shard.count)
     throw UserError("--shard: index must be in 0..count-1");
-  Generator gen(spec, target, options);
   SearchResult result;
   result.spec = ir::print(spec);
   result.target = target.identity.name;
   result.options = options;
 
-  std::vector<size_t> tasks;
-  for (size_t t = 0; t < gen.num_tasks(); ++t)
-    if (static_cast<int>(t % static_cast<size_t>(options.shard.count)) == options.shard.index) tasks.push_back(t);
-  std::vector<TaskBest> found(tasks.size());
-  std::vector<GenStats> stats(tasks.size());
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> done{0}, complete{0};
-
-  // One pool task per generator task; each writes only its own slot, so nothing needs a lock.
-  TaskPool pool(options.threads);
-  std::vector<TaskPool::Task> roots;
-  for (size_t i = 0; i < tasks.size(); ++i)
-    roots.push_back([&, i](TaskPool::Worker&) {
-      gen.explore(tasks[i], stats[i], [&](Candidate&& c) {
-        complete.fetch_add(1, std::memory_order_relaxed);
-        found[i].add(std::move(c));
-        found[i].update_bound();
-      }, stop, found[i].bound_ptr());
-      if (!stop) done.fetch_add(1);
-    });
+  std::atomic<bool> stop{false}, finished{false};
+  std::atomic<uint64_t> done{0}, total{0}, complete{0};
   // The time limit and the progress line, from one thread of their own.
-  std::atomic<bool> finished{false};
   std::thread watcher([&] {
     double last = 0;
     while (!finished) {
@@ -100,37 +92,73 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
         Progress p;
         p.complete = complete;
         p.tasks_done = done;
-        p.tasks_total = tasks.size();
+        p.tasks_total = total;
         p.elapsed_s = el;
         on_progress(p);
       }
     }
   });
-  try {
-    pool.run(std::move(roots), stop);
-  } catch (...) {
+  auto stop_watcher = [&] {
     finished = true;
     watcher.join();
-    throw;
+  };
+
+  // Iterative deepening over the kernel-graph and block-graph sizes: small spaces first, so that what a time
+  // limit leaves is the best of a complete smaller space rather than one corner of the largest. The last pass
+  // enumerates a superset of the others, so when it completes the answer is the same as its alone.
+  std::vector<Candidate> all;
+  TaskPool pool(options.threads);
+  for (auto [kernel_ops, block_ops] : deepening(options.max_kernel_ops, options.max_block_ops)) {
+    SearchOptions pass = options;
+    pass.max_kernel_ops = kernel_ops;
+    pass.max_block_ops = block_ops;
+    std::unique_ptr<Generator> gen;
+    try {
+      gen = std::make_unique<Generator>(spec, target, pass);
+    } catch (...) {
+      stop_watcher();
+      throw;
+    }
+    std::vector<size_t> tasks;
+    for (size_t t = 0; t < gen->num_tasks(); ++t)
+      if (static_cast<int>(t % static_cast<size_t>(options.shard.count)) == options.shard.index) tasks.push_back(t);
+    total += tasks.size();
+    std::vector<TaskBest> found(tasks.size());
+    std::vector<GenStats> stats(tasks.size());
+    // One pool task per generator task; each writes only its own slot, so nothing needs a lock.
+    std::vector<TaskPool::Task> roots;
+    for (size_t i = 0; i < tasks.size(); ++i)
+      roots.push_back([&, i](TaskPool::Worker&) {
+        gen->explore(tasks[i], stats[i], [&](Candidate&& c) {
+          complete.fetch_add(1, std::memory_order_relaxed);
+          found[i].add(std::move(c));
+          found[i].update_bound();
+        }, stop, found[i].bound_ptr());
+        if (!stop) done.fetch_add(1);
+      });
+    try {
+      pool.run(std::move(roots), stop);
+    } catch (...) {
+      stop_watcher();
+      throw;
+    }
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      result.stats.states += stats[i].states;
+      result.stats.complete += stats[i].complete;
+      for (const auto& [k, v] : stats[i].pruned) result.stats.pruned[k] += v;
+      for (Candidate& c : found[i].items()) all.push_back(std::move(c));
+    }
+    if (stop) break;
   }
   result.stats.timed_out = stop.load();
-  finished = true;
-  watcher.join();
+  stop_watcher();
+  result.stats.tasks_total = total;
+  result.stats.tasks_done = done;
 
   // Everything found, in (cost, hash) order, independent of which thread found what.
-  std::vector<Candidate> all;
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    GenStats s = stats[i];
-    result.stats.states += s.states;
-    result.stats.complete += s.complete;
-    for (const auto& [k, v] : s.pruned) result.stats.pruned[k] += v;
-    for (Candidate& c : found[i].items()) all.push_back(std::move(c));
-  }
   std::sort(all.begin(), all.end(), cheaper);
   all.erase(std::unique(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) { return a.hash == b.hash; }),
             all.end());
-  result.stats.tasks_total = tasks.size();
-  result.stats.tasks_done = done;
 
   // Verification in cost order (docs/search.md, "Verification"): every kept candidate passes the cheap exact
   // check and the float check; the best one also passes the full exact check (if it fails, the next candidate
