@@ -128,6 +128,19 @@ std::optional<Label> broadcast(const Label& a, const Label& b) {
   return std::nullopt;
 }
 
+// Numpy broadcasting of a's and b's dims (aligned on the right) into out's dims, but for the last `skip` of them
+// (a matmul's two matrix dims). False when two aligned dims disagree.
+bool broadcast_leading(const Labels& a, const Labels& b, int skip, Labels& out) {
+  for (int d = 0; d < out.rank - skip; ++d) {
+    int da = d - (out.rank - a.rank), db = d - (out.rank - b.rank);
+    auto l = broadcast(da >= 0 ? a.dims[static_cast<size_t>(da)] : Label{},
+                       db >= 0 ? b.dims[static_cast<size_t>(db)] : Label{});
+    if (!l) return false;
+    out.dims[static_cast<size_t>(d)] = *l;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<Labels> infer_labels(ir::OpCode op, const ir::Attrs& attrs, const Labels* a, const Labels* b,
@@ -145,14 +158,7 @@ std::optional<Labels> infer_labels(ir::OpCode op, const ir::Attrs& attrs, const 
     case OpKind::Binary: {
       Labels out;
       out.rank = std::max(a->rank, b->rank);
-      for (int d = 0; d < out.rank; ++d) {
-        int da = d - (out.rank - a->rank), db = d - (out.rank - b->rank);
-        Label la = da >= 0 ? a->dims[static_cast<size_t>(da)] : Label{};
-        Label lb = db >= 0 ? b->dims[static_cast<size_t>(db)] : Label{};
-        auto l = broadcast(la, lb);
-        if (!l) return std::nullopt;
-        out.dims[static_cast<size_t>(d)] = *l;
-      }
+      if (!broadcast_leading(*a, *b, 0, out)) return std::nullopt;
       return out;
     }
     case OpKind::Matmul: {
@@ -162,14 +168,7 @@ std::optional<Labels> infer_labels(ir::OpCode op, const ir::Attrs& attrs, const 
       if (reduced) *reduced = ka;
       Labels out;
       out.rank = std::max(a->rank, b->rank);
-      for (int d = 0; d < out.rank - 2; ++d) {
-        int da = d - (out.rank - a->rank), db = d - (out.rank - b->rank);
-        Label la = da >= 0 ? a->dims[static_cast<size_t>(da)] : Label{};
-        Label lb = db >= 0 ? b->dims[static_cast<size_t>(db)] : Label{};
-        auto l = broadcast(la, lb);
-        if (!l) return std::nullopt;
-        out.dims[static_cast<size_t>(d)] = *l;
-      }
+      if (!broadcast_leading(*a, *b, 2, out)) return std::nullopt;
       out.dims[out.rank - 2u] = a->dims[a->rank - 2u];
       out.dims[out.rank - 1u] = b->dims[b->rank - 1u];
       return out;

@@ -940,12 +940,18 @@ class Explorer {
     for (const BTensor& t : b.bt)
       if (t.uses == 0 && !t.iter) ++open;
     if (open > kMaxOpen) return prune("width");
+    extend(b, last, false, [&](Rank r) { body_dfs(b, r, found); });
+  }
+
+  // Every next op of the stage (body or epilogue) in canonical order after `last`; `next` continues from it.
+  template <class Next>
+  void extend(Block& b, Rank last, bool epilogue, Next&& next) {
     TensorId pending = pending_scalar(b);
-    for_each_block_op(b, 0, last, false, [&](OpCode op, std::initializer_list<TensorId> ops, const Attrs& a, Rank r) {
+    for_each_block_op(b, 0, last, epilogue, [&](OpCode op, std::initializer_list<TensorId> ops, const Attrs& a, Rank r) {
       if (stopped()) return;
       if (pending != kNone && std::find(ops.begin(), ops.end(), pending) == ops.end()) return prune("scalar");
-      if (!block_try(b, op, ops, a, false)) return;
-      body_dfs(b, r, found);
+      if (!block_try(b, op, ops, a, epilogue)) return;
+      next(r);
       block_undo(b);
     });
   }
@@ -1073,14 +1079,7 @@ class Explorer {
     // Without a for-loop the accumulators change nothing, so an op after them is the same graph as the op
     // before them: canonically every op is in the body.
     if (b.h.loop < 0) return;
-    TensorId pending = pending_scalar(b);
-    for_each_block_op(b, 0, last, true, [&](OpCode op, std::initializer_list<TensorId> ops, const Attrs& a, Rank r) {
-      if (stopped()) return;
-      if (pending != kNone && std::find(ops.begin(), ops.end(), pending) == ops.end()) return prune("scalar");
-      if (!block_try(b, op, ops, a, true)) return;
-      epilogue_dfs(b, r, found);
-      block_undo(b);
-    });
+    extend(b, last, true, [&](Rank r) { epilogue_dfs(b, r, found); });
   }
 
   // Savers for every open epilogue value; the omap follows the axes: a grid dim cuts the output dim with its
