@@ -87,13 +87,10 @@ struct Structure {
   std::vector<bool> scaled;
 };
 
+// A task: one block-op skeleton as the first kernel op, or (block false) every predefined op first.
 struct Task {
   bool block = false;
-  OpCode op = OpCode::input;  // predefined op
-  std::vector<TensorId> operands;
-  Attrs attrs;
   Skeleton sk;
-  std::string name;
 };
 
 // A block-level tensor while the block graph is built.
@@ -355,22 +352,11 @@ class Explorer {
       prune("axes");
       return false;
     }
-    size_t before = kg_.nodes().size();
-    TensorId t;
-    try {
-      t = kg_.add1(op, operands, a);
-    } catch (const UserError&) {
-      prune("shape");
-      return false;
-    }
     std::vector<ExprId> ex(kt_.size());
     for (TensorId i = 0; i < kt_.size(); ++i) ex[i] = kt_[i].expr;
-    ExprId e = ir::abstract_node(kg_, kg_.node(static_cast<ir::NodeId>(before)), 0, ex, {}, arena_);
-    if (!subexpr(e)) {
-      kg_.truncate(before);
-      prune("abstract");
-      return false;
-    }
+    ExprId e = append_checked(kg_, op, operands, a, ex, {});
+    if (e == ir::kNoExpr) return false;
+    TensorId t = kg_.result(kg_.nodes().back());
     KTensor k;
     k.expr = e;
     k.labels = *labels;
@@ -381,6 +367,26 @@ class Explorer {
     for (TensorId o : operands) ++kt_[o].uses;
     *rank = r;
     return true;
+  }
+
+  // Appends `op` to `g` and returns its result's term; kNoExpr (counted, and the op removed again) when the shape
+  // rule refuses it or the term is not a sub-expression of the spec's. `ex`: the terms of g's tensors so far.
+  ExprId append_checked(Graph& g, OpCode op, std::span<const TensorId> operands, const Attrs& a,
+                        std::span<const ExprId> ex, std::span<const ExprId> operand_exprs) {
+    size_t before = g.nodes().size();
+    try {
+      g.add1(op, operands, a);
+    } catch (const UserError&) {
+      prune("shape");
+      return ir::kNoExpr;
+    }
+    ExprId e = ir::abstract_node(g, g.node(static_cast<ir::NodeId>(before)), 0, ex, operand_exprs, arena_);
+    if (!subexpr(e)) {
+      g.truncate(before);
+      prune("abstract");
+      return ir::kNoExpr;
+    }
+    return e;
   }
 
   void undo_kernel() {
@@ -698,7 +704,6 @@ class Explorer {
       t.expr = k.expr;
       t.shift = k.shift;
       t.labels = k.labels;
-      bool used_axis = false;
       for (int d = 0; d < k.labels.rank; ++d) {
         Label l = k.labels.dims[static_cast<size_t>(d)];
         int bit = l.unit() ? -1 : b.h.bit(l);
@@ -706,14 +711,10 @@ class Explorer {
           if (l.stacked()) return false;
           continue;
         }
-        used_axis = true;
-        int g = b.h.grid_of[static_cast<size_t>(bit)];
-        for (size_t gi = 0; gi < b.sk->grid.size(); ++gi)
-          if (b.sk->grid[gi] == l) {
-            if (imap[gi] != ir::kPhi) return false;  // two dims of one operand on one axis
-            imap[gi] = static_cast<int8_t>(d);
-          }
-        (void)g;
+        if (int g = b.h.grid_of[static_cast<size_t>(bit)]; g >= 0) {
+          if (imap[static_cast<size_t>(g)] != ir::kPhi) return false;  // two dims of one operand on one axis
+          imap[static_cast<size_t>(g)] = static_cast<int8_t>(d);
+        }
         if (bit == b.h.loop) {
           if (fmap != ir::kPhi) return false;
           fmap = static_cast<int8_t>(d);
@@ -724,7 +725,6 @@ class Explorer {
           if (k.maxdep) t.maxdep |= static_cast<uint8_t>(1u << bit);
         }
       }
-      (void)used_axis;
       try {
         b.g.add_iter(static_cast<uint32_t>(o), imap, fmap);
       } catch (const UserError&) {
@@ -743,15 +743,6 @@ class Explorer {
       if (!cut) return false;
     }
     return true;
-  }
-
-  bool loop_dep(const Block& b, const BTensor& t) const {
-    if (b.h.loop < 0) return false;
-    if ((t.psum | t.pmax) >> b.h.loop & 1) return true;
-    const Label& l = b.h.axes[static_cast<size_t>(b.h.loop)];
-    for (int d = 0; d < t.labels.rank; ++d)
-      if (t.labels.dims[static_cast<size_t>(d)] == l) return true;
-    return false;
   }
 
   bool has_axis_in(const BTensor& t, uint8_t bits, const Header& h) const {
@@ -847,19 +838,9 @@ class Explorer {
         return false;
     }
     size_t before = b.g.nodes().size();
-    TensorId id;
-    try {
-      id = b.g.add1(op, std::span<const TensorId>(operands.begin(), operands.size()), a);
-    } catch (const UserError&) {
-      prune("shape");
-      return false;
-    }
-    ExprId e = ir::abstract_node(b.g, b.g.node(static_cast<ir::NodeId>(before)), 0, b.ex, b.operand_exprs, arena_);
-    if (!subexpr(e)) {
-      b.g.truncate(before);
-      prune("abstract");
-      return false;
-    }
+    ExprId e = append_checked(b.g, op, std::span<const TensorId>(operands.begin(), operands.size()), a, b.ex,
+                              b.operand_exprs);
+    if (e == ir::kNoExpr) return false;
     t.expr = e;
     t.shift = arena_.node(e).kind == ExprKind::Shift;
     // The same value again (same term, axes and partial state) is redundant, unless the op changes what the
@@ -880,7 +861,6 @@ class Explorer {
     b.ex.push_back(e);
     for (TensorId o : operands) ++b.bt[o].uses;
     ++b.compute_ops;
-    (void)id;
     return true;
   }
 
@@ -1046,22 +1026,10 @@ class Explorer {
       t.pmax &= static_cast<uint8_t>(~(1u << lb));
       t.maxdep &= static_cast<uint8_t>(~(1u << lb));
     }
-    size_t before = b.g.nodes().size();
-    try {
-      if (op == OpCode::acc_rescale_sum)
-        b.g.add1(op, {x, partner});
-      else
-        b.g.add1(op, {x});
-    } catch (const UserError&) {
-      prune("shape");
-      return false;
-    }
-    ExprId e = ir::abstract_node(b.g, b.g.node(static_cast<ir::NodeId>(before)), 0, b.ex, b.operand_exprs, arena_);
-    if (!subexpr(e)) {
-      b.g.truncate(before);
-      prune("abstract");
-      return false;
-    }
+    std::array<TensorId, 2> operands{x, partner};
+    ExprId e = append_checked(b.g, op, std::span<const TensorId>(operands.data(), op == OpCode::acc_rescale_sum ? 2 : 1),
+                              {}, b.ex, b.operand_exprs);
+    if (e == ir::kNoExpr) return false;
     t.expr = e;
     t.shift = op == OpCode::acc_max;
     b.bt.push_back(t);
@@ -1247,7 +1215,6 @@ class Explorer {
     }
     // The results' labels: the tiles' labels, with stacked dims where a grid dim stacked partial results.
     const Graph& bg = kg_.body(node);
-    Header h = header_of(sk);
     for (size_t i = 0; i < res.size(); ++i) {
       const ir::Node& save = bg.node(bg.tensor(bg.outputs()[i]).producer);
       TensorId src = bg.operands(save)[0];
@@ -1255,7 +1222,7 @@ class Explorer {
       k.expr = bex[bg.outputs()[i]];
       k.shift = arena_.node(k.expr).kind == ExprKind::Shift;
       k.maxdep = scaled[i];
-      k.labels = tile_labels(bg, src, sk, h);
+      k.labels = tile_labels(bg, src, sk);
       for (size_t gi = 0; gi < sk.grid.size(); ++gi) {
         int d = save.attrs.map[gi];
         Label& l = k.labels.dims[static_cast<size_t>(d)];
@@ -1269,16 +1236,7 @@ class Explorer {
     for (TensorId o : sk.operands) ++kt_[o].uses;
     // Branch and bound: kernels only add time, so a prefix that already costs more than every candidate this
     // task keeps cannot place one (the bound is the task's own, so the result does not depend on threads).
-    if (!final && bound_ && *bound_ < INFINITY) {
-      Cost pc = estimate(kg_, sh_.target);
-      if (pc.total_us > *bound_) {
-        for (TensorId o : sk.operands) --kt_[o].uses;
-        kt_.resize(res.front());
-        kg_.truncate(before);
-        return prune("cost");
-      }
-    }
-    if (final && bound_ && *bound_ < INFINITY && estimate(kg_, sh_.target).total_us > *bound_) {
+    if (bound_ && *bound_ < INFINITY && estimate(kg_, sh_.target).total_us > *bound_) {
       prune("cost");
     } else {
       kernel_step(ops_done + 1, r);
@@ -1289,7 +1247,7 @@ class Explorer {
   }
 
   // The labels of block tensor `t`, recomputed from the body (the generator's per-tensor state is gone by now).
-  Labels tile_labels(const Graph& bg, TensorId t, const Skeleton& sk, const Header& h) const {
+  Labels tile_labels(const Graph& bg, TensorId t, const Skeleton& sk) const {
     const ir::Node& n = bg.node(bg.tensor(t).producer);
     auto ops = bg.operands(n);
     if (n.op == OpCode::iter) {
@@ -1299,10 +1257,10 @@ class Explorer {
           l.dims[static_cast<size_t>(d)] = Label{l.dims[static_cast<size_t>(d)].axis, 0, 0};
       return l;
     }
-    if (ir::op_info(n.op).kind == OpKind::Accum) return tile_labels(bg, ops[0], sk, h);
-    Labels a = tile_labels(bg, ops[0], sk, h);
+    if (ir::op_info(n.op).kind == OpKind::Accum) return tile_labels(bg, ops[0], sk);
+    Labels a = tile_labels(bg, ops[0], sk);
     Labels b2;
-    if (ops.size() > 1) b2 = tile_labels(bg, ops[1], sk, h);
+    if (ops.size() > 1) b2 = tile_labels(bg, ops[1], sk);
     auto l = infer_labels(n.op, n.attrs, &a, ops.size() > 1 ? &b2 : nullptr, nullptr);
     MG_CHECK(l.has_value(), "generator: labels of a built block graph do not agree");
     return *l;
@@ -1331,7 +1289,7 @@ std::vector<Task> Explorer::root_tasks(const Generator::Shared& sh) {
     k.labels = sh.axes.tensors[t];
     kt.push_back(k);
   }
-  tasks.push_back(Task{false, OpCode::input, {}, {}, {}, "predefined ops first"});
+  tasks.push_back(Task{});  // "a predefined op first"
   std::vector<TensorId> pick;
   size_t n = kt.size();
   for (uint32_t mask = 1; mask < (1u << n); ++mask) {
@@ -1340,16 +1298,7 @@ std::vector<Task> Explorer::root_tasks(const Generator::Shared& sh) {
     for (TensorId t = 0; t < n; ++t)
       if (mask >> t & 1) pick.push_back(t);
     skeletons_over(pick, kt, [&](const Skeleton& sk) {
-      Task task;
-      task.block = true;
-      task.sk = sk;
-      task.name = "block(";
-      for (size_t i = 0; i < sk.operands.size(); ++i)
-        task.name += (i ? "," : "") + sh.spec.name(sh.spec.inputs()[sk.operands[i]]);
-      task.name += ") grid[";
-      for (size_t i = 0; i < sk.grid.size(); ++i) task.name += (i ? "," : "") + sk.grid[i].str();
-      task.name += "] loop " + (sk.loop.unit() ? std::string("-") : sk.loop.str());
-      tasks.push_back(std::move(task));
+      tasks.push_back(Task{true, sk});
     });
   }
   return tasks;
@@ -1421,7 +1370,6 @@ Generator::Generator(const Graph& spec, const targets::Target& target, const Sea
 Generator::~Generator() = default;
 
 size_t Generator::num_tasks() const { return shared_->tasks.size(); }
-std::string Generator::task_name(size_t task) const { return shared_->tasks.at(task).name; }
 
 void Generator::explore(size_t task, GenStats& stats, const std::function<void(Candidate&&)>& sink,
                         const std::atomic<bool>& stop, const double* bound) const {

@@ -48,7 +48,6 @@ class Generator {
   Generator& operator=(const Generator&) = delete;
 
   size_t num_tasks() const;
-  std::string task_name(size_t task) const;
   // Explores one task; every complete candidate goes to `sink` (in a deterministic order). Returns early when
   // `stop` becomes true. `bound` (may be null), which the sink may lower as it keeps candidates: prefixes that
   // already cost more are pruned.

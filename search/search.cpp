@@ -107,6 +107,7 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
   // limit leaves is the best of a complete smaller space rather than one corner of the largest. The last pass
   // enumerates a superset of the others, so when it completes the answer is the same as its alone.
   std::vector<Candidate> all;
+  GenStats counts;  // over every pass
   TaskPool pool(options.threads);
   for (auto [kernel_ops, block_ops] : deepening(options.max_kernel_ops, options.max_block_ops)) {
     SearchOptions pass = options;
@@ -143,15 +144,16 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
       throw;
     }
     for (size_t i = 0; i < tasks.size(); ++i) {
-      result.stats.states += stats[i].states;
-      result.stats.complete += stats[i].complete;
-      for (const auto& [k, v] : stats[i].pruned) result.stats.pruned[k] += v;
+      counts.add(stats[i]);
       for (Candidate& c : found[i].items()) all.push_back(std::move(c));
     }
     if (stop) break;
   }
   result.stats.timed_out = stop.load();
   stop_watcher();
+  result.stats.states = counts.states;
+  result.stats.complete = counts.complete;
+  result.stats.pruned = std::move(counts.pruned);
   result.stats.tasks_total = total;
   result.stats.tasks_done = done;
 
