@@ -78,6 +78,7 @@ SearchResult merge_results(const std::vector<SearchResult>& shards) {
     s.tasks_total += r->stats.tasks_total;
     s.tasks_done += r->stats.tasks_done;
     s.seconds = std::max(s.seconds, r->stats.seconds);
+    s.verify_seconds = std::max(s.verify_seconds, r->stats.verify_seconds);
     s.timed_out = s.timed_out || r->stats.timed_out;
   }
   std::sort(m.top.begin(), m.top.end(), [](const RankedCandidate& a, const RankedCandidate& b) {

@@ -88,7 +88,8 @@ std::string render_report(const SearchResult& r, bool with_timing) {
     out += " (shard " + std::to_string(r.options.shard.index) + "/" + std::to_string(r.options.shard.count) +
            ")";
   out += "\n" + options_line(r.options) + counts(r.stats);
-  if (with_timing) out += "  time " + fixed(r.stats.seconds, 2) + " s\n";
+  if (with_timing)
+    out += "  time " + fixed(r.stats.seconds, 2) + " s (verification " + fixed(r.stats.verify_seconds, 2) + " s)\n";
   if (r.stats.timed_out)
     out += "warning: the time limit (" + ir::format_number(r.options.time_limit_s) +
            " s) cut the search short: a longer one may find a faster μGraph (this result is not cached)\n";

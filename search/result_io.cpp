@@ -175,6 +175,7 @@ std::string write_result(const SearchResult& r) {
   w.number("stat rejected", s.rejected);
   w.field("stat tasks", ratio(s.tasks_done, s.tasks_total));
   w.number("stat seconds", s.seconds);
+  w.number("stat verify_seconds", s.verify_seconds);
   w.flag("stat timed_out", s.timed_out);
   w.block("spec", r.spec);
   w.number("candidates", static_cast<uint64_t>(r.top.size()));
@@ -237,6 +238,7 @@ SearchResult read_result(std::string_view text, std::string_view where, std::str
   s.rejected = in.integer<uint64_t>("stat rejected");
   std::tie(s.tasks_done, s.tasks_total) = in.pair("stat tasks");
   s.seconds = in.real("stat seconds");
+  s.verify_seconds = in.real("stat verify_seconds");
   s.timed_out = in.flag("stat timed_out");
   r.spec = in.block("spec");
   uint64_t n = in.integer<uint64_t>("candidates");

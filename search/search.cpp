@@ -165,6 +165,7 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
   // Verification in cost order (docs/search.md, "Verification"): every kept candidate passes the cheap exact
   // check and the float check; the best one also passes the full exact check (if it fails, the next candidate
   // takes its place). A structure that fails once is not tried again at other sizes.
+  auto verify_start = std::chrono::steady_clock::now();
   std::vector<uint64_t> failed;
   std::unique_ptr<verify::FloatReference> float_ref;  // the spec's side of the float checks, made once
   verify::EquivalenceOptions cheap{options.trials, options.seed, false};
@@ -203,6 +204,7 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
     r.verification = buf;
     result.top.push_back(std::move(r));
   }
+  result.stats.verify_seconds = seconds_since(verify_start);
   result.stats.seconds = seconds_since(t0);
   return result;
 }

@@ -57,6 +57,7 @@ struct SearchStats {
   uint64_t rejected = 0;                    // of those checked, failed a check
   uint64_t tasks_total = 0, tasks_done = 0; // of this shard
   double seconds = 0;                       // wall clock of the whole search
+  double verify_seconds = 0;                // of which verifying the candidates
   bool timed_out = false;                   // the time limit cut the enumeration short
   bool operator==(const SearchStats&) const = default;
 };

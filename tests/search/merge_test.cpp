@@ -35,6 +35,7 @@ TEST(Merge, FourShardsGiveTheHandBuiltResult) {
   expected.stats.tasks_total = 40;
   expected.stats.tasks_done = 40;
   expected.stats.seconds = 4.5;
+  expected.stats.verify_seconds = 0.5;
 
   std::vector<SearchResult> shards = four_shards();
   std::reverse(shards.begin(), shards.end());  // the order of the files does not matter

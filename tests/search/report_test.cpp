@@ -30,7 +30,7 @@ TEST(ReportGolden, AShardCutShortThatFoundNothing) {
 TEST(Report, TimingOnlyWhenAskedFor) {
   SearchResult r = testing::shard_result(0, 1);
   std::string with = render_report(r, true), without = render_report(r, false);
-  EXPECT_NE(with.find("\n  time 1.50 s\n"), std::string::npos) << with;
+  EXPECT_NE(with.find("\n  time 1.50 s (verification 0.50 s)\n"), std::string::npos) << with;
   EXPECT_EQ(without.find("time"), std::string::npos) << without;
 }
 

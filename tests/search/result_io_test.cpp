@@ -37,6 +37,7 @@ SearchResult awkward() {
   r.stats.timed_out = true;
   r.stats.tasks_done = 3;
   r.stats.seconds = 12.345678;
+  r.stats.verify_seconds = 10.5;
   return r;
 }
 
@@ -127,7 +128,7 @@ TEST(ResultIo, MalformedFieldsNameTheLine) {
   EXPECT_EQ(error_of(edited("option seed 1\n", "")),
             "bad.result:12:1: error: expected 'option seed ...' but found 'option abstract_pruning true'");
   EXPECT_EQ(error_of(edited("stat timed_out false\n", "stat timed_out maybe\n")),
-            "bad.result:22:1: error: 'stat timed_out' needs true or false");
+            "bad.result:23:1: error: 'stat timed_out' needs true or false");
   std::string spec_size = "\nspec " + std::to_string(testing::kMatmulSpec.size()) + "\n";
   EXPECT_NE(error_of(edited(spec_size, "\nspec 8000\n")).find("run past their end"), std::string::npos);
   EXPECT_NE(error_of(edited(spec_size, "\nspec 79\n")).find("run past their end"), std::string::npos);

@@ -69,6 +69,7 @@ inline SearchResult shard_result(int index, int count) {
   r.stats.tasks_total = 10;
   r.stats.tasks_done = 10;
   r.stats.seconds = 1.5 + static_cast<double>(index);
+  r.stats.verify_seconds = 0.5;
   return r;
 }
 
