@@ -20,6 +20,7 @@
 #include "ir/printer.h"
 #include "morgana/runtime.h"
 #include "runtime/bundle.h"
+#include "search/cost_model.h"
 #include "search/report.h"
 #include "search/result_io.h"
 #include "targets/cuda/nvrtc.h"
@@ -91,14 +92,33 @@ int cmd_fmt(const std::vector<std::string>& args) {
   return kOk;
 }
 
+std::filesystem::path default_targets_dir() {
+  if (const char* env = std::getenv("MORGANA_TARGETS_DIR")) return env;
+  return MORGANA_SOURCE_TARGETS_DIR;
+}
+
 int cmd_check(const std::vector<std::string>& args) {
   po::options_description opts("check options");
-  opts.add_options()("file", po::value<std::string>()->required(), "spec or μGraph file");
+  opts.add_options()("file", po::value<std::string>()->required(), "spec or μGraph file")(
+      "target", po::value<std::vector<std::string>>(),
+      "also print the cost model's estimate of each program on this target (repeatable; docs/cost-model.md)")(
+      "targets-dir", po::value<std::string>(), "folder of target files (default: as `morgana targets`)");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
-  if (!parse_args(args, "usage: morgana check FILE", opts, pos, vm)) return kOk;
-  std::cout << check_report(ir::parse_file(vm["file"].as<std::string>())) << "ok\n";
+  if (!parse_args(args, "usage: morgana check FILE [--target NAME]...", opts, pos, vm)) return kOk;
+  ir::Module m = ir::parse_file(vm["file"].as<std::string>());
+  std::vector<targets::Target> costed;  // found before anything is printed, so a bad name is the only output
+  if (vm.count("target")) {
+    std::filesystem::path dir =
+        vm.count("targets-dir") ? std::filesystem::path(vm["targets-dir"].as<std::string>()) : default_targets_dir();
+    for (const std::string& name : vm["target"].as<std::vector<std::string>>())
+      costed.push_back(targets::find_target(name, dir));
+  }
+  std::cout << check_report(m);
+  for (const targets::Target& t : costed)
+    for (const ir::Graph& g : m.programs) std::cout << g.name() << ": " << search::estimate(g, t).str() << "\n";
+  std::cout << "ok\n";
   return kOk;
 }
 
@@ -160,11 +180,6 @@ int cmd_verify(const std::vector<std::string>& args) {
     ok = ok && fc.pass;
   }
   return ok ? kOk : kUserError;
-}
-
-std::filesystem::path default_targets_dir() {
-  if (const char* env = std::getenv("MORGANA_TARGETS_DIR")) return env;
-  return MORGANA_SOURCE_TARGETS_DIR;
 }
 
 int cmd_targets(const std::vector<std::string>& args) {

@@ -3,6 +3,7 @@
 #include "search/kernel_work.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -36,6 +37,18 @@ int64_t pad_to(int64_t x, int64_t q) {
 }
 double bytes_of(const TensorType& t) {
   return static_cast<double>(t.numel()) * ir::dtype_bytes(t.dtype);
+}
+
+// The bytes a block's tile of `whole` moves through DRAM and L2. Its rows are runs along the operand's last dim; a
+// run narrower than the operand's row (a slice of columns) moves in whole sectors, the rest of each wasted (a
+// 16-byte slice of V's rows costs a 32-byte sector on NVIDIA). Neighbouring blocks may use the rest through L2;
+// whether they do depends on the block schedule, which the model does not know. Whole rows are one contiguous run.
+double moved_bytes(const TensorType& tile, const TensorType& whole, int64_t sector) {
+  const int64_t width = tile.dim(tile.rank - 1);
+  if (width >= whole.dim(whole.rank - 1)) return bytes_of(tile);
+  const double run = static_cast<double>(width) * ir::dtype_bytes(tile.dtype);
+  const auto s = static_cast<double>(sector);
+  return static_cast<double>(tile.numel() / width) * std::ceil(run / s) * s;
 }
 
 int64_t padded_n(const targets::MatrixInstr& mi, int64_t n) {
@@ -155,8 +168,9 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     if (kind == OpKind::Iter) {
       const TensorType& whole = body.operand_types()[nd.attrs.index];
       const TensorType& tile = body.type(r);
-      double per_block = bytes_of(tile) * static_cast<double>(nd.attrs.fmap != kPhi ? p.loop : 1);
-      double total = per_block * blocks;
+      const double loads = static_cast<double>(nd.attrs.fmap != kPhi ? p.loop : 1);
+      double per_block = bytes_of(tile) * loads;
+      double total = moved_bytes(tile, whole, t.memory.dram_sector_bytes) * loads * blocks;
       int64_t replicas = 1;
       for (int gd = 0; gd < ir::kGridDims; ++gd)
         if (nd.attrs.map[static_cast<size_t>(gd)] == kPhi) replicas *= p.grid[static_cast<size_t>(gd)];

@@ -43,6 +43,7 @@ struct Memory {
   int64_t mall_bytes = 0;               // memory-side last-level cache (AMD Infinity Cache); 0 if none
   double dram_bandwidth_gbps = 0;       // vendor peak, GB/s (1e9 bytes)
   int64_t dram_bytes = 0;
+  int64_t dram_sector_bytes = 0;        // the unit DRAM traffic moves in: a partial one costs a whole one
 };
 
 struct Registers {

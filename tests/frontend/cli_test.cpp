@@ -51,6 +51,17 @@ TEST(Cli, CheckAndEvalSucceedOnAnExample) {
   EXPECT_NE(e.out.find("sum="), std::string::npos) << e.out;
 }
 
+TEST(Cli, CheckWithATargetPrintsTheCostEstimate) {
+  Result c = run("check examples/mugraphs/attention_decode_split_kv.mg --target h200 --target a100");
+  EXPECT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("attention_decode_split_kv: cost on h200: "), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("attention_decode_split_kv: cost on a100: "), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("#0 block -> Os, Ls, Ms: 1024 blocks"), std::string::npos) << c.out;
+  Result bad = run("check examples/lora.mg --target nosuchgpu");
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("nosuchgpu"), std::string::npos) << bad.out;
+}
+
 TEST(Cli, HelpAndUsageErrors) {
   EXPECT_EQ(run("--help").code, 0);
   Result h = run("eval --help");
