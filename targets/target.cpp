@@ -134,6 +134,7 @@ const KeySpec<Target> kCostKeys[] = {
     MG_KEY(cost, tensor_efficiency, required, fraction, NoChoices()),
     MG_KEY(cost, l2_bandwidth_gbps, required, positive, NoChoices()),
     MG_KEY(cost, smem_bandwidth_gbps_per_sm, required, positive, NoChoices()),
+    MG_KEY(cost, dram_short_run_efficiency, required, fraction, NoChoices()),
 };
 const KeySpec<MatrixInstr> kMatrixKeys[] = {
     MG_MATRIX_KEY(op, required, any, NoChoices()),

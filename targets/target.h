@@ -96,6 +96,7 @@ struct Cost {
   double tensor_efficiency = 0;   // achievable fraction of the tensor peaks
   double l2_bandwidth_gbps = 0;   // device-wide
   double smem_bandwidth_gbps_per_sm = 0;
+  double dram_short_run_efficiency = 0;  // DRAM efficiency of a tile row that is one sector of its operand's row
 };
 
 struct Target {
