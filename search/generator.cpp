@@ -428,7 +428,10 @@ class Explorer {
     size_t n = kt_.size();
     for (TensorId a = 0; a < n; ++a) {
       if (kt_[a].labels.any_stacked()) continue;
-      for_each_unary_like(kg_.type(a), kt_[a].labels, kt_[a].expr, [&](OpCode op, const Attrs& at) { f(op, {a}, at); });
+      // Copies: `f` appends to kg_ and kt_, which may move the tensor records these would otherwise point into.
+      const ir::TensorType type = kg_.type(a);
+      const Labels labels = kt_[a].labels;
+      for_each_unary_like(type, labels, kt_[a].expr, [&](OpCode op, const Attrs& at) { f(op, {a}, at); });
       for (TensorId b = 0; b < n; ++b) {
         if (a == b || kt_[b].labels.any_stacked()) continue;
         for (const ir::OpInfo& info : ir::all_ops()) {
@@ -1150,12 +1153,17 @@ class Explorer {
   }
 
   // The sizes a last block op is worth instantiating at: its kernel's own cost decides (the kernels before it
-  // are fixed), so only the cheapest few become candidates. Memoised by the operands' types, which is all that
-  // cost depends on.
+  // are fixed), so only the cheapest few become candidates. Memoised by the body's structure, the sizes offered
+  // and the operands' types, which is all that cost depends on (by content, never by address: a key that depends
+  // on where a body lies in memory makes the search depend on the allocator).
   const std::vector<ir::BlockParams>& best_sizes(const Skeleton& sk, const Graph& body,
                                                  const std::vector<ir::BlockParams>& sizes) {
     std::vector<ir::TensorType> types;
-    uint64_t key = ir::hash_mix(reinterpret_cast<uintptr_t>(&body), sizes.size());
+    uint64_t key = body.hash();
+    for (const ir::BlockParams& p : sizes) {
+      for (int64_t g : p.grid) key = ir::hash_mix(key, static_cast<uint64_t>(g));
+      key = ir::hash_mix(ir::hash_mix(key, static_cast<uint64_t>(p.threads)), static_cast<uint64_t>(p.loop));
+    }
     for (TensorId t : sk.operands) {
       types.push_back(kg_.type(t));
       for (int64_t d : kg_.type(t).shape()) key = ir::hash_mix(key, static_cast<uint64_t>(d));
