@@ -1111,8 +1111,9 @@ class Explorer {
         prune("shape");
         break;
       }
+      const ExprId saved = x.expr;  // before the push_back below, which may move what x refers to
       b.bt.push_back(BTensor{});
-      b.ex.push_back(x.expr);
+      b.ex.push_back(saved);
       ++b.bt[t].uses;
     }
     if (ok) {
