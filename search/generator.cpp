@@ -428,10 +428,7 @@ class Explorer {
     size_t n = kt_.size();
     for (TensorId a = 0; a < n; ++a) {
       if (kt_[a].labels.any_stacked()) continue;
-      // Copies: `f` appends to kg_ and kt_, which may move the tensor records these would otherwise point into.
-      const ir::TensorType type = kg_.type(a);
-      const Labels labels = kt_[a].labels;
-      for_each_unary_like(type, labels, kt_[a].expr, [&](OpCode op, const Attrs& at) { f(op, {a}, at); });
+      for_each_unary_like(kg_.type(a), kt_[a].labels, kt_[a].expr, [&](OpCode op, const Attrs& at) { f(op, {a}, at); });
       for (TensorId b = 0; b < n; ++b) {
         if (a == b || kt_[b].labels.any_stacked()) continue;
         for (const ir::OpInfo& info : ir::all_ops()) {
@@ -445,9 +442,9 @@ class Explorer {
   }
 
   // Unary, reduce and norm ops on one tensor of type `t`: attributes from the spec's constants and the tensor's
-  // dims.
+  // dims. `t` and `l` are copies: `f` appends to the graph and tensor records they come from, which may move them.
   template <class F>
-  void for_each_unary_like(const ir::TensorType& t, const Labels& l, ExprId e, F&& f) {
+  void for_each_unary_like(const ir::TensorType t, const Labels l, ExprId e, F&& f) {
     // The e-class decides which constants apply (Shared::scalar_uses); looked up once, and only when needed.
     uint32_t cls = UINT32_MAX - 1;
     for (const ir::OpInfo& info : ir::all_ops()) {
@@ -883,8 +880,7 @@ class Explorer {
     auto eligible = [&](TensorId t) { return t >= lo && b.bt[t].epilogue == epilogue; };
     for (TensorId a = lo; a < n; ++a) {
       if (!eligible(a)) continue;
-      const ir::TensorType ty = b.g.type(a);
-      for_each_unary_like(ty, b.bt[a].labels, b.bt[a].expr, [&](OpCode op, const Attrs& at) {
+      for_each_unary_like(b.g.type(a), b.bt[a].labels, b.bt[a].expr, [&](OpCode op, const Attrs& at) {
         if (!ir::op_at_level(op, ir::kBlockLevel)) return;
         Rank r = rank_of(std::array<TensorId, 1>{a}, op, attr_key(at));
         if (!(last < r)) return;
