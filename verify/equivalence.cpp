@@ -9,11 +9,11 @@
 #include "verify/input_rows.h"
 #include "verify/interpreter.h"
 #include "verify/lazy_interpreter.h"
+#include "verify/sample.h"
 #include "verify/splitmix.h"
 
 #include <map>
 #include <optional>
-#include <set>
 
 namespace morgana::verify {
 
@@ -61,47 +61,6 @@ FieldValue lazy_side(L& li, size_t o, int64_t i, const char* side, int trial) {
     throw FieldDivisionByZero(std::string("the ") + side + " divides by a zero residue in trial " +
                               std::to_string(trial));
   }
-}
-
-struct Sample {
-  std::vector<std::vector<int64_t>> elements;  // per output, flat indices
-  std::vector<Columns> columns;                // per output, the last-dim positions of its elements
-};
-
-// A structured sample of each output: the product of a few coordinates per dim. The last dim gets its two ends
-// and two random positions. Every other dim gets one position (all of a dim of extent <= 2): its last one in trial
-// 0, a random one in later trials, so the trials together reach both ends of every dim (where tiling mistakes show
-// first) while each trial touches few rows (rows are what reductions and matmuls make expensive).
-Sample choose_sample(const ir::Graph& g, uint64_t seed, int trial) {
-  Sample s;
-  uint64_t state = seed ^ 0x5851f42d4c957f2dULL;
-  for (ir::TensorId t : g.outputs()) {
-    const ir::TensorType& ty = g.type(t);
-    std::vector<std::vector<int64_t>> coords(static_cast<size_t>(ty.rank));
-    for (int d = 0; d < ty.rank; ++d) {
-      int64_t n = ty.dim(d);
-      auto rnd = [&] { return static_cast<int64_t>(splitmix64(state) % static_cast<uint64_t>(n)); };
-      std::set<int64_t> c;
-      if (n <= 2) {
-        for (int64_t i = 0; i < n; ++i) c.insert(i);
-      } else if (d == ty.rank - 1) {
-        c = {0, n - 1, rnd(), rnd()};
-      } else {
-        c = {trial == 0 ? n - 1 : rnd()};
-      }
-      coords[static_cast<size_t>(d)].assign(c.begin(), c.end());
-    }
-    s.columns.emplace_back(coords.back().begin(), coords.back().end());
-    std::vector<int64_t> flat{0};
-    for (int d = 0; d < ty.rank; ++d) {
-      std::vector<int64_t> next;
-      for (int64_t f : flat)
-        for (int64_t c : coords[static_cast<size_t>(d)]) next.push_back(f * ty.dim(d) + c);
-      flat = std::move(next);
-    }
-    s.elements.push_back(std::move(flat));
-  }
-  return s;
 }
 
 struct BlockRef {
