@@ -22,10 +22,10 @@ struct FloatDomain {
   Precision precision = Precision::f64;
 
   double round(double v) const { return precision != Precision::f64 ? static_cast<double>(static_cast<float>(v)) : v; }
-  void store(std::vector<double>& data, ir::DType t) const {
-    if (precision == Precision::device)
-      for (double& v : data) v = ir::round_to_dtype(v, t);
-  }
+  // Device storage rounding (interpreter.h): whether every tensor an op makes is rounded to its element type, and
+  // a value as a tensor of type `t` holds it.
+  bool rounds_stores() const { return precision == Precision::device; }
+  static double stored(double v, ir::DType t) { return ir::round_to_dtype(v, t); }
   double constant(double c) const { return round(c); }
   double unary(ir::OpCode op, double x, double s) const { return round(ir::op_info(op).unary(x, s)); }
   double binary(ir::FieldSem f, double a, double b) const {

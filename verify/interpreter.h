@@ -14,8 +14,10 @@
 //                                                      inner loop of every matmul (the float domain must add in
 //                                                      kk order, starting from the kk = 0 product); with `cols`,
 //                                                      only the columns j = cols[i], i < n (the lazy interpreter)
-// and optionally
-//   void store(std::vector<Value>& data, DType t);    called on every tensor an op makes (device storage rounding)
+// and optionally, for device storage rounding (both interpreters apply it to every tensor an op makes: every
+// kernel-level op's result, every block-level one's but an iterator's tile and an accumulator):
+//   bool rounds_stores();                              whether stored values are rounded at all
+//   Value stored(Value v, DType t);                    v as a tensor of element type t holds it
 #pragma once
 
 #include <algorithm>
@@ -234,7 +236,9 @@ class Interpreter {
   }
 
   void store(Arr& a) {
-    if constexpr (requires { d_.store(a.data, a.type.dtype); }) d_.store(a.data, a.type.dtype);
+    if constexpr (requires { d_.rounds_stores(); })
+      if (d_.rounds_stores())
+        for (V& v : a.data) v = d_.stored(v, a.type.dtype);
   }
 
   // Calls f(tile_flat, full_flat or -1 when outside `full`) for each element of the tile.

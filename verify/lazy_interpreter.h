@@ -1,9 +1,10 @@
-// Demand-driven evaluation for the cheap equivalence mode: computes only the output elements asked for and what they
-// depend on. The unit of demand is a row (a slice along the last dim): each op makes rows in tight loops, and every
-// row is memoized (per block and for-loop iteration inside block graphs). A row holds the columns of its tensor that
-// the caller said it would ask for (column_use.h), or all of them. The semantics are exactly those of the eager
-// Interpreter (interpreter.h), in the same operation order, so that results are identical in every domain; tests
-// run both on every example and on random graphs and require equality.
+// Demand-driven evaluation for the cheap equivalence mode and the sampled float check: computes only the output
+// elements asked for and what they depend on. The unit of demand is a row (a slice along the last dim): each op makes
+// rows in tight loops, and every row is memoized (per block and for-loop iteration inside block graphs). A row holds
+// the columns of its tensor that the caller said it would ask for (column_use.h), or all of them. The semantics are
+// exactly those of the eager Interpreter (interpreter.h), in the same operation order and with the same storage
+// rounding, so that results are identical in every domain and precision; tests run both on every example and on
+// random graphs and require equality.
 #pragma once
 
 #include <algorithm>
@@ -169,11 +170,13 @@ class LazyInterpreter {
       row = block_output_row(n, ten.producer, ten.result_index, r);
     } else {
       auto ops = g_.operands(n);
-      row = compute(g_, n, ten.type, r, use_.kernel[t], cols_.kernel[t],
-                    Overload{[&](int k, int64_t rr) -> Row { return krow(ops[static_cast<size_t>(k)], rr); },
-                             [&](int k, int64_t r0, int64_t count, Row* out) {
-                               for (int64_t i = 0; i < count; ++i) out[i] = krow(ops[static_cast<size_t>(k)], r0 + i);
-                             }});
+      row = store(compute(g_, n, ten.type, r, use_.kernel[t], cols_.kernel[t],
+                          Overload{[&](int k, int64_t rr) -> Row { return krow(ops[static_cast<size_t>(k)], rr); },
+                                   [&](int k, int64_t r0, int64_t count, Row* out) {
+                                     for (int64_t i = 0; i < count; ++i)
+                                       out[i] = krow(ops[static_cast<size_t>(k)], r0 + i);
+                                   }}),
+                  ten.type, cols_.kernel[t]);
     }
     return memo[r] = row;
   }
@@ -268,11 +271,12 @@ class LazyInterpreter {
     } else if (info.kind == OpKind::Accum) {
       row = accumulate(fr, n, *fr.body, r, fr.need_q[t], fr.cols[t]);
     } else {
-      row = compute(*fr.body, n, ten.type, r, fr.need_q[t], fr.cols[t],
-                    Overload{[&](int k, int64_t rr) -> Row { return brow(fr, ops[static_cast<size_t>(k)], rr); },
-                             [&](int k, int64_t r0, int64_t count, Row* out) {
-                               brows(fr, ops[static_cast<size_t>(k)], r0, count, out);
-                             }});
+      row = store(compute(*fr.body, n, ten.type, r, fr.need_q[t], fr.cols[t],
+                          Overload{[&](int k, int64_t rr) -> Row { return brow(fr, ops[static_cast<size_t>(k)], rr); },
+                                   [&](int k, int64_t r0, int64_t count, Row* out) {
+                                     brows(fr, ops[static_cast<size_t>(k)], r0, count, out);
+                                   }}),
+                  ten.type, fr.cols[t]);
     }
     memo_.insert(key, row);
     return row;
@@ -367,6 +371,20 @@ class LazyInterpreter {
       std::swap(run_max, new_max);
     }
     return acc;
+  }
+
+  // The eager interpreter's store() of a row that compute() made: its columns `cols` rounded as the device stores a
+  // tensor of type `t`, in a fresh row (never in place: a computed row may be an operand's, as a concat along
+  // another dim returns it). Iterators' tiles and accumulators are not stored, as in the eager interpreter.
+  Row store(Row row, [[maybe_unused]] const TensorType& t, [[maybe_unused]] const Columns& cols) {
+    if constexpr (requires { d_.rounds_stores(); }) {
+      if (d_.rounds_stores()) {
+        V* out = alloc(last_dim(t));
+        for (int32_t c : cols) out[c] = d_.stored(row[c], t.dtype);
+        return out;
+      }
+    }
+    return row;
   }
 
   V bin(bool full, FieldSem f, const V& a, const V& b) const { return full ? d_.binary(f, a, b) : d_.binary_p(f, a, b); }

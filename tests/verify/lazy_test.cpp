@@ -1,5 +1,8 @@
-// The demand-driven interpreter must agree exactly with the eager one, element by element, in both domains.
+// The demand-driven interpreter must agree exactly with the eager one, element by element, in both domains, and for
+// floats in f64 and in device precision (storage rounding included).
 #include <gtest/gtest.h>
+
+#include <memory>
 
 #include "ir/parser.h"
 #include "tests/common/random_graphs.h"
@@ -52,12 +55,22 @@ int64_t compare_all(const ir::Graph& g, uint64_t seed, uint64_t column_seed = 0)
   auto fread = [&](size_t i, int64_t f) { return lin[i].data.data() + f; };
   LazyInterpreter<FieldDomain, decltype(fread)> lazy(fd, g, fread, exponent_use(g), cols);
 
-  FloatDomain dd;
+  // Floats in f64 and in device precision (f32 arithmetic, every tensor an op makes rounded to its element type).
   std::vector<FloatArray> din = random_inputs(g, seed);
-  std::vector<FloatArray> dwant = eval_float(g, din);
   std::vector<FloatArray> dlin = poisoned(din, [](size_t, size_t) { return std::nan(""); });
   auto dread = [&](size_t i, int64_t f) { return dlin[i].data.data() + f; };
-  LazyInterpreter<FloatDomain, decltype(dread)> dlazy(dd, g, dread, exponent_use(g), cols);
+  using FloatLazy = LazyInterpreter<FloatDomain, decltype(dread)>;
+  struct FloatRun {
+    FloatDomain domain;
+    std::vector<FloatArray> want;
+    std::unique_ptr<FloatLazy> lazy;
+  };
+  std::vector<FloatRun> float_runs;
+  float_runs.reserve(2);  // the interpreters hold references to the domains
+  for (Precision p : {Precision::f64, Precision::device}) {
+    FloatRun& fr = float_runs.emplace_back(FloatRun{FloatDomain{p}, eval_float(g, din, p), nullptr});
+    fr.lazy = std::make_unique<FloatLazy>(fr.domain, g, dread, exponent_use(g), cols);
+  }
 
   int64_t n = 0;
   for (size_t o = 0; o < want.size(); ++o)
@@ -68,8 +81,12 @@ int64_t compare_all(const ir::Graph& g, uint64_t seed, uint64_t column_seed = 0)
       ++n;
       // Z_p parts only: the lazy interpreter skips Z_q parts that cannot reach one (exponent_use.h).
       EXPECT_EQ(lazy.output(o, static_cast<int64_t>(k)).u, want[o].data[k].u) << "output " << o << " element " << k;
-      double a = dlazy.output(o, static_cast<int64_t>(k)), b = dwant[o].data[k];
-      EXPECT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << "float output " << o << " element " << k;
+      for (FloatRun& fr : float_runs) {
+        double a = fr.lazy->output(o, static_cast<int64_t>(k)), b = fr.want[o].data[k];
+        EXPECT_TRUE(a == b || (std::isnan(a) && std::isnan(b)))
+            << "float output " << o << " element " << k << " in precision " << static_cast<int>(fr.domain.precision)
+            << ": lazy " << a << ", eager " << b;
+      }
     }
   return n;
 }
