@@ -14,15 +14,18 @@ std::vector<FloatArray> eval_float(const ir::Graph& g, std::span<const FloatArra
   return interp.run(g, inputs);
 }
 
+double random_input(uint64_t seed, uint64_t i, double scale, ir::DType t) {
+  // splitmix64's (i + 1)-th output from state `seed`, drawn directly (splitmix.h).
+  double u = static_cast<double>(mix64(seed + (i + 1) * kGoldenGamma) >> 11) * 0x1.0p-53;  // [0, 1)
+  return ir::round_to_dtype((2 * u - 1) * scale, t);
+}
+
 std::vector<FloatArray> random_inputs(const ir::Graph& g, uint64_t seed, double scale) {
-  uint64_t state = seed;
+  uint64_t i = 0;
   std::vector<FloatArray> out;
   for (ir::TensorId t : g.inputs()) {
     FloatArray a = make_array<double>(g.type(t), 0.0);
-    for (double& v : a.data) {
-      double u = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;  // [0, 1)
-      v = ir::round_to_dtype((2 * u - 1) * scale, g.type(t).dtype);
-    }
+    for (double& v : a.data) v = random_input(seed, i++, scale, g.type(t).dtype);
     out.push_back(std::move(a));
   }
   return out;

@@ -74,6 +74,9 @@ std::vector<FloatArray> eval_float(const ir::Graph& g, std::span<const FloatArra
 
 // Inputs for `g` drawn uniformly from [-scale, scale], rounded to each input's element type, from one seed.
 std::vector<FloatArray> random_inputs(const ir::Graph& g, uint64_t seed, double scale = 1.0);
+// Element `i` of that stream (the inputs' elements one after another, in parameter order), of element type `t`:
+// for drawing a part of the inputs, in any order.
+double random_input(uint64_t seed, uint64_t i, double scale, ir::DType t);
 
 // A checksum that is stable across platforms for equal values: the sum and the sum of |x|, printed by the CLI.
 struct Checksum {

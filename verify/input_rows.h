@@ -1,8 +1,8 @@
-// The random inputs of a cheap equivalence check. Both programs read the same arrays, and a row (a slice along the
-// last dim) is drawn on its first use, in the columns the programs can read (column_use.h), so what the sampled
-// outputs never reach costs nothing (in attention, all but a few rows of Q and all but a few columns of V). Element
-// i of input k is FieldDomain::random_at(seed, k, i) however it is reached: the values do not depend on the order
-// of use.
+// The random inputs of a cheap equivalence check (and, as RowStore, of the sampled float check). Both programs read
+// the same arrays, and a row (a slice along the last dim) is drawn on its first use, in the columns the programs can
+// read (column_use.h), so what the sampled outputs never reach costs nothing (in attention, all but a few rows of Q
+// and all but a few columns of V). Element i of input k is FieldDomain::random_at(seed, k, i) (in the float check,
+// random_input's value) however it is reached: the values do not depend on the order of use.
 //
 // An input read in a few columns only is stored with its rows interleaved: row r starts r·d elements into the
 // array, d the least stride at which no two rows' columns share an element (no difference of two columns is a
@@ -22,10 +22,12 @@
 
 namespace morgana::verify {
 
-class InputRows {
+// The storage and layout above, for inputs of element type V however their values are made: the caller draws a row
+// when it is first read.
+template <class V>
+class RowStore {
  public:
-  // `with_q[k]`: input k's Z_q part can matter to one of the programs (exponent_use.h); otherwise it is drawn as 0.
-  InputRows(const ir::Graph& g, std::vector<char> with_q) : with_q_(std::move(with_q)) {
+  explicit RowStore(const ir::Graph& g) {
     for (ir::TensorId t : g.inputs()) {
       const ir::TensorType& ty = g.type(t);
       Input in;
@@ -35,35 +37,31 @@ class InputRows {
     }
   }
 
-  // From now on rows are drawn in columns `columns[k]` of input k (all columns if `columns` is empty), in the trial
-  // of `domain` and `seed`; nothing is drawn yet.
-  void begin(const FieldDomain& domain, uint64_t seed, std::vector<Columns> columns) {
-    domain_ = &domain;
-    seed_ = seed;
+  // From now on rows hold columns `columns[k]` of input k (all columns if `columns` is empty); nothing is drawn yet.
+  void layout(std::vector<Columns> columns) {
     for (size_t k = 0; k < inputs_.size(); ++k) {
       Input& in = inputs_[k];
       std::fill(in.drawn.begin(), in.drawn.end(), 0);
       in.columns = columns.empty() ? Columns{} : std::move(columns[k]);
       in.all = columns.empty() || static_cast<int64_t>(in.columns.size()) == in.width;
       in.stride = in.all ? in.width : interleaving_stride(in.columns, in.width);
-      // Rows of an earlier phase may sit in the other array: interpreters of that phase evaluate no more.
+      // Rows of an earlier layout may sit in the other array: interpreters of that layout evaluate no more.
       auto need = static_cast<size_t>((static_cast<int64_t>(in.drawn.size()) - 1) * in.stride + in.width);
       Storage& st = in.all ? in.whole : in.interleaved;
-      if (st.size < need) st = {huge_page_array<FieldValue>(need), need};
+      if (st.size < need) st = {huge_page_array<V>(need), need};
       in.base = st.data.get();
     }
   }
 
-  // Element `flat` of input `k`, which starts a row (LazyInterpreter's InputFn); that row is drawn if it was not.
-  const FieldValue* row(size_t k, int64_t flat) {
+  // Element `flat` of input `k`, which starts a row (LazyInterpreter's InputFn). A row not drawn yet is drawn first:
+  // draw(p, columns, width) sets p[c] for each column c in `columns`, or for every c < width when `columns` is null.
+  template <class Draw>
+  const V* row(size_t k, int64_t flat, Draw&& draw) {
     Input& in = inputs_[k];
     auto r = static_cast<size_t>(flat / in.width);
-    FieldValue* p = in.base + static_cast<int64_t>(r) * in.stride;
+    V* p = in.base + static_cast<int64_t>(r) * in.stride;
     if (!in.drawn[r]) {
-      if (in.all)
-        domain_->random_fill(seed_, k, static_cast<uint64_t>(flat), p, static_cast<size_t>(in.width), with_q_[k]);
-      else
-        for (int32_t c : in.columns) p[c] = domain_->random_at(seed_, k, static_cast<uint64_t>(flat + c), with_q_[k]);
+      draw(p, in.all ? nullptr : &in.columns, in.width);
       in.drawn[r] = 1;
     }
     return p;
@@ -83,7 +81,7 @@ class InputRows {
   }
 
   struct Storage {
-    std::unique_ptr<FieldValue[], HugePageFree> data;
+    std::unique_ptr<V[], HugePageFree> data;
     size_t size = 0;
   };
   struct Input {
@@ -92,11 +90,40 @@ class InputRows {
     Columns columns;          // drawn in a row, unless `all`
     bool all = true;
     int64_t stride = 0;  // between the starts of consecutive rows in `base`
-    FieldValue* base = nullptr;
+    V* base = nullptr;
     Storage whole, interleaved;  // rows `width` apart; rows interleaved
   };
-  std::vector<char> with_q_;
   std::vector<Input> inputs_;
+};
+
+// The cheap equivalence check's inputs: finite-field values, drawn per trial.
+class InputRows {
+ public:
+  // `with_q[k]`: input k's Z_q part can matter to one of the programs (exponent_use.h); otherwise it is drawn as 0.
+  InputRows(const ir::Graph& g, std::vector<char> with_q) : rows_(g), with_q_(std::move(with_q)) {}
+
+  // From now on rows are drawn in columns `columns[k]` of input k (all columns if `columns` is empty), in the trial
+  // of `domain` and `seed`; nothing is drawn yet.
+  void begin(const FieldDomain& domain, uint64_t seed, std::vector<Columns> columns) {
+    domain_ = &domain;
+    seed_ = seed;
+    rows_.layout(std::move(columns));
+  }
+
+  // Element `flat` of input `k`, which starts a row (LazyInterpreter's InputFn); that row is drawn if it was not.
+  const FieldValue* row(size_t k, int64_t flat) {
+    return rows_.row(k, flat, [&](FieldValue* p, const Columns* columns, int64_t width) {
+      auto first = static_cast<uint64_t>(flat);
+      if (!columns)
+        domain_->random_fill(seed_, k, first, p, static_cast<size_t>(width), with_q_[k]);
+      else
+        for (int32_t c : *columns) p[c] = domain_->random_at(seed_, k, first + static_cast<uint64_t>(c), with_q_[k]);
+    });
+  }
+
+ private:
+  RowStore<FieldValue> rows_;
+  std::vector<char> with_q_;
   const FieldDomain* domain_ = nullptr;
   uint64_t seed_ = 0;
 };
