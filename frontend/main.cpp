@@ -153,12 +153,15 @@ int cmd_verify(const std::vector<std::string>& args) {
       "full", po::bool_switch(), "compare every output element (default: a structured sample, every block covered)")(
       "float", po::bool_switch(),
       "then run the float check: CAND in device precision against REF in f64 on random and large-magnitude "
-      "inputs, with a dtype tolerance (verify/float_check.h)");
+      "inputs, with a dtype tolerance (verify/float_check.h)")(
+      "sampled", po::bool_switch(),
+      "with --float: compare a structured sample of output elements only, computed on demand (the search's float "
+      "check)");
   po::positional_options_description pos;
   pos.add("ref", 1).add("cand", 1);
   po::variables_map vm;
-  if (!parse_args(args, "usage: morgana verify REF.mg CAND.mg [--trials N] [--seed S] [--full] [--float]", opts, pos,
-                  vm))
+  if (!parse_args(args, "usage: morgana verify REF.mg CAND.mg [--trials N] [--seed S] [--full] [--float [--sampled]]",
+                  opts, pos, vm))
     return kOk;
   verify::EquivalenceOptions eo;
   eo.trials = vm["trials"].as<int>();
@@ -175,6 +178,7 @@ int cmd_verify(const std::vector<std::string>& args) {
   if (vm["float"].as<bool>() && v.kind != verify::Verdict::InterfaceMismatch) {
     verify::FloatCheckOptions fo;
     fo.seed = eo.seed;
+    fo.sampled = vm["sampled"].as<bool>();
     verify::FloatCheck fc = verify::float_check(ref.programs[0], cand.programs[0], fo);
     std::printf("%s\n", fc.str().c_str());
     ok = ok && fc.pass;

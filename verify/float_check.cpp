@@ -8,7 +8,11 @@
 
 #include "ir/printer.h"
 #include "verify/float_domain.h"
+#include "verify/input_rows.h"
 #include "verify/interpreter.h"
+#include "verify/lazy_interpreter.h"
+#include "verify/sample.h"
+#include "verify/splitmix.h"
 
 namespace morgana::verify {
 
@@ -26,7 +30,90 @@ struct ExpProbe : FloatDomain {
     }
     return FloatDomain::unary(op, x, s);
   }
+  // The lazy interpreter evaluates the exps whose oracle part no output needs through unary_p, which must count too
+  // (FloatDomain's calls its own unary, not this one).
+  double unary_p(ir::OpCode op, double x, double s) { return unary(op, x, s); }
 };
+
+// One input set, random_inputs(g, seed, scale): whole arrays, or (for a sampled check) the same values drawn a row
+// (a slice along the last dim) at a time, on first use, in the columns the evaluations so far read (input_rows.h). A
+// sampled check reads few rows and columns (in rms_norm + linear, 6 of W's 6144 columns), and drawing whole sets was
+// most of its time (the large set's scale search draws one per probe).
+class Inputs {
+ public:
+  Inputs(const ir::Graph& g, uint64_t seed, double scale, bool whole) : seed_(seed), scale_(scale) {
+    if (whole) {
+      whole_ = random_inputs(g, seed, scale);
+      return;
+    }
+    uint64_t offset = 0;
+    for (ir::TensorId t : g.inputs()) {
+      offsets_.push_back(offset);
+      dtypes_.push_back(g.type(t).dtype);
+      offset += static_cast<uint64_t>(g.type(t).numel());
+    }
+    columns_.resize(g.inputs().size());
+    rows_.emplace(g);
+  }
+  const std::vector<FloatArray>& whole() const { return whole_; }
+
+  // Rows are to hold the columns that `g` (which takes these inputs) reads by `use` too. Rows drawn so far are drawn
+  // again when that adds a column: candidates mostly read the columns the reference does.
+  void need(const ir::Graph& g, const ColumnUse& use) {
+    bool grown = false;
+    for (size_t k = 0; k < columns_.size(); ++k) {
+      Columns u = column_union(columns_[k], use.kernel[g.inputs()[k]]);
+      grown = grown || u != columns_[k];
+      columns_[k] = std::move(u);
+    }
+    if (grown) rows_->layout(columns_);
+  }
+
+  // Element `flat` of input `k`, which starts a row (LazyInterpreter's InputFn).
+  const double* row(size_t k, int64_t flat) {
+    return rows_->row(k, flat, [&](double* p, const Columns* columns, int64_t width) {
+      auto draw = [&](int64_t c) {
+        p[c] = random_input(seed_, offsets_[k] + static_cast<uint64_t>(flat + c), scale_, dtypes_[k]);
+      };
+      if (!columns)
+        for (int64_t c = 0; c < width; ++c) draw(c);
+      else
+        for (int32_t c : *columns) draw(c);
+    });
+  }
+
+ private:
+  uint64_t seed_;
+  double scale_;
+  std::vector<FloatArray> whole_;
+  std::vector<uint64_t> offsets_;  // of each input's first element in random_input's stream
+  std::vector<ir::DType> dtypes_;
+  std::vector<Columns> columns_;  // per input, what the rows hold
+  std::optional<RowStore<double>> rows_;
+};
+
+// The outputs of one evaluation: per output, its values at the sample's elements, or at every element in order.
+using Values = std::vector<std::vector<double>>;
+
+// Runs `g` on `inputs` in domain `d`: on demand at the elements of `sample` (lazy_interpreter.h, which computes the
+// same values as the eager interpreter) when there is one, else eagerly on whole tensors (`inputs` then whole).
+template <class D>
+Values evaluate(D& d, const ir::Graph& g, Inputs& inputs, const Sample* sample) {
+  Values out;
+  if (!sample) {
+    for (FloatArray& a : Interpreter<D>(d).run(g, inputs.whole())) out.push_back(std::move(a.data));
+    return out;
+  }
+  ColumnUse use = column_use(g, sample->columns);
+  inputs.need(g, use);
+  auto input = [&](size_t k, int64_t flat) { return inputs.row(k, flat); };
+  LazyInterpreter<D, decltype(input)> lazy(d, g, input, exponent_use(g), std::move(use));
+  for (size_t o = 0; o < sample->elements.size(); ++o) {
+    std::vector<double>& v = out.emplace_back();
+    for (int64_t i : sample->elements[o]) v.push_back(lazy.output(o, i));
+  }
+  return out;
+}
 
 // The seed of the large set's inputs: a different stream from the random set's.
 uint64_t large_seed(uint64_t seed) { return seed ^ 0x5851f42d4c957f2dULL; }
@@ -44,15 +131,14 @@ struct Probe {
   double reach;  // the largest |exp argument|, or -1 when the reference evaluates no exp
   double fill;   // the largest |output| as a fraction of its element type's largest finite value
 };
-Probe probe(const ir::Graph& ref, uint64_t seed, double scale) {
+Probe probe(const ir::Graph& ref, uint64_t seed, double scale, const Sample* sample) {
   ExpProbe d;
-  Interpreter<ExpProbe> interp(d);
-  std::vector<FloatArray> in = random_inputs(ref, large_seed(seed), scale);
-  std::vector<FloatArray> out = interp.run(ref, in);
+  Inputs in(ref, large_seed(seed), scale, !sample);
+  Values out = evaluate(d, ref, in, sample);
   double fill = 0;
-  for (const FloatArray& o : out) {
-    double max_finite = dtype_max(o.type.dtype);
-    for (double v : o.data) fill = std::max(fill, std::isnan(v) ? INFINITY : std::fabs(v) / max_finite);
+  for (size_t o = 0; o < out.size(); ++o) {
+    double max_finite = dtype_max(ref.type(ref.outputs()[o]).dtype);
+    for (double v : out[o]) fill = std::max(fill, std::isnan(v) ? INFINITY : std::fabs(v) / max_finite);
   }
   return {d.count == 0 ? -1 : d.max_arg, fill};
 }
@@ -61,15 +147,16 @@ Probe probe(const ir::Graph& ref, uint64_t seed, double scale) {
 // representable with room for the candidate's intermediates.
 constexpr double kMaxFill = 1.0 / 16;
 
-// The large set's scale (FloatCheckOptions): s = 2^(k/4), searched by doubling and then bisection on k.
-double large_scale(const ir::Graph& ref, const FloatCheckOptions& o, double& reached) {
+// The large set's scale (FloatCheckOptions): s = 2^(k/4), searched by doubling and then bisection on k. Probes see
+// the sample's elements only, when there is one.
+double large_scale(const ir::Graph& ref, const FloatCheckOptions& o, const Sample* sample, double& reached) {
   auto scale = [](int k) { return std::exp2(k / 4.0); };
   auto k_of = [](double s) { return std::max(0, static_cast<int>(std::floor(4 * std::log2(s) + 1e-9))); };
   const int kmax = k_of(o.max_scale);
   std::vector<std::optional<Probe>> memo(static_cast<size_t>(kmax) + 1);
   auto at = [&](int k) -> const Probe& {
     std::optional<Probe>& p = memo[static_cast<size_t>(k)];
-    if (!p) p = probe(ref, o.seed, scale(k));
+    if (!p) p = probe(ref, o.seed, scale(k), sample);
     return *p;
   };
   auto feasible = [&](int k) { return at(k).fill <= kMaxFill; };
@@ -175,9 +262,11 @@ OutputTolerance OutputTolerance::of(std::span<const double> reference, ir::DType
 }
 
 std::string FloatCheck::str() const {
-  std::string s = pass                ? std::string("float check passed")
-                  : input_set.empty() ? "float check FAILED: " + message
-                                      : "float check FAILED on the " + input_set + " inputs: " + message;
+  std::string head =
+      sampled ? "float check (sampled, " + std::to_string(elements) + " output elements)" : "float check";
+  std::string s = pass                ? head + " passed"
+                  : input_set.empty() ? head + " FAILED: " + message
+                                      : head + " FAILED on the " + input_set + " inputs: " + message;
   if (output >= 0)
     s += std::string("\n  ") + (pass ? "worst element" : "failing element") + ": output " + std::to_string(output) +
          " (" + output_desc + ") at " + index + " on the " + input_set + " inputs: reference " + num(reference) +
@@ -194,17 +283,27 @@ std::string FloatCheck::str() const {
 }
 
 struct FloatReference::Sets {
-  std::vector<FloatArray> random_in, random_want;
-  std::vector<FloatArray> large_in, large_want;
+  std::optional<Sample> sample;  // FloatCheckOptions::sampled: the output elements every evaluation computes
+  std::optional<Inputs> random_in, large_in;
+  Values random_want, large_want;
   double large_scale = 0, large_exp_arg = 0;
   bool large_done = false;  // the large set is made on the first candidate that passes the random set
 };
 
 FloatReference::FloatReference(const ir::Graph& reference, const FloatCheckOptions& options)
     : ref_(reference), opts_(options), sets_(std::make_unique<Sets>()) {
-  sets_->random_in = random_inputs(ref_, opts_.seed, 1.0);
-  sets_->random_want = eval_float(ref_, sets_->random_in, Precision::f64);
+  if (opts_.sampled) {
+    // A seed of the sample's own, from the options'. Trial 0's sample has the last position of every dim, trial 1's
+    // a random one; both have both ends of the last dim.
+    uint64_t seed = mix64(opts_.seed ^ 0x73616d706c65ULL);
+    sets_->sample = sample_union(choose_sample(ref_, seed, 0), choose_sample(ref_, seed, 1));
+  }
+  sets_->random_in.emplace(ref_, opts_.seed, 1.0, !opts_.sampled);
+  FloatDomain f64;
+  sets_->random_want = evaluate(f64, ref_, *sets_->random_in, sample());
 }
+
+const Sample* FloatReference::sample() const { return sets_->sample ? &*sets_->sample : nullptr; }
 
 FloatReference::~FloatReference() = default;
 
@@ -228,20 +327,28 @@ FloatCheck FloatReference::check(const ir::Graph& cand) {
   }
   std::vector<std::string> names = ir::printed_names(ref);
 
+  const Sample* sample = this->sample();
+  fc.sampled = sample != nullptr;
+  // Element k of output o's values: its flat index in the output.
+  auto flat = [&](size_t o, size_t k) { return sample ? sample->elements[o][k] : static_cast<int64_t>(k); };
   // Compares one input set; returns false (after filling fc) on failure.
-  auto check_set = [&](const char* set, const std::vector<FloatArray>& inputs, const std::vector<FloatArray>& want) {
-    std::vector<FloatArray> got = eval_float(cand, inputs, Precision::device);
+  auto check_set = [&](const char* set, Inputs& inputs, const Values& want) {
+    FloatDomain device{Precision::device};
+    Values got = evaluate(device, cand, inputs, sample);
     double worst = -1;
     bool unsafe = false;
     int64_t at_o = -1, at_i = -1;
+    fc.elements = 0;
     for (size_t o = 0; o < want.size(); ++o) {
-      const FloatArray &r = want[o], &c = got[o];
-      OutputTolerance tol = OutputTolerance::of(r.data, r.type.dtype, opts.tolerance_factor);
-      for (size_t i = 0; i < r.data.size(); ++i) {
-        double rv = r.data[i], cv = c.data[i];
+      const std::vector<double> &r = want[o], &c = got[o];
+      ir::DType dtype = ref.type(ref.outputs()[o]).dtype;
+      OutputTolerance tol = OutputTolerance::of(r, dtype, opts.tolerance_factor);
+      fc.elements += static_cast<int64_t>(r.size());
+      for (size_t i = 0; i < r.size(); ++i) {
+        double rv = r[i], cv = c[i];
         // A reference value that its element type cannot hold (inf, NaN, or beyond the type's range, so that the
         // output tensor itself overflows on a device) holds the candidate to nothing.
-        if (!std::isfinite(ir::round_to_dtype(rv, r.type.dtype))) continue;
+        if (!std::isfinite(ir::round_to_dtype(rv, dtype))) continue;
         if (!std::isfinite(cv)) {
           if (!unsafe) {  // report the first non-finite element
             unsafe = true;
@@ -266,9 +373,9 @@ FloatCheck FloatReference::check(const ir::Graph& cand) {
     fc.input_set = set;
     fc.output = static_cast<int>(o);
     fc.output_desc = names[t] + ": " + ref.type(t).str();
-    fc.index = ref.type(t).index_str(at_i);
-    fc.reference = want[o].data[i];
-    fc.candidate = got[o].data[i];
+    fc.index = ref.type(t).index_str(flat(o, i));
+    fc.reference = want[o][i];
+    fc.candidate = got[o][i];
     fc.error = worst;
     if (unsafe) {
       fc.pass = false;
@@ -283,17 +390,18 @@ FloatCheck FloatReference::check(const ir::Graph& cand) {
     return fc.pass;
   };
 
-  if (!check_set("random", sets_->random_in, sets_->random_want)) return finish();
+  if (!check_set("random", *sets_->random_in, sets_->random_want)) return finish();
   Sets& s = *sets_;
   if (!s.large_done) {
-    s.large_scale = large_scale(ref, opts, s.large_exp_arg);
-    s.large_in = random_inputs(ref, large_seed(opts.seed), s.large_scale);
-    s.large_want = eval_float(ref, s.large_in, Precision::f64);
+    s.large_scale = large_scale(ref, opts, sample, s.large_exp_arg);
+    s.large_in.emplace(ref, large_seed(opts.seed), s.large_scale, !sample);
+    FloatDomain f64;
+    s.large_want = evaluate(f64, ref, *s.large_in, sample);
     s.large_done = true;
   }
   fc.large_scale = s.large_scale;
   fc.large_exp_arg = s.large_exp_arg;
-  check_set("large", s.large_in, s.large_want);
+  check_set("large", *s.large_in, s.large_want);
   return finish();
 }
 

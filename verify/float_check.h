@@ -17,8 +17,9 @@
 //       largest reach; when the reference evaluates no exp, the largest power of two up to no_exp_scale (16) that
 //       respects the headroom.
 // An output element passes when |c - r| <= rtol*|r| + rtol*max|r_o| + floor (float_tolerance, max over the output
-// tensor o). Where the reference is finite and representable in the output's type but the candidate is inf or NaN,
-// the check fails as unsafe. Reference values the output type cannot hold are not compared.
+// tensor o, or over its sampled elements when FloatCheckOptions::sampled). Where the reference is finite and
+// representable in the output's type but the candidate is inf or NaN, the check fails as unsafe. Reference values
+// the output type cannot hold are not compared.
 #pragma once
 
 #include <cmath>
@@ -31,6 +32,8 @@
 
 namespace morgana::verify {
 
+struct Sample;  // verify/sample.h
+
 struct FloatCheckOptions {
   uint64_t seed = 1;
   // The large set (see above): s = 2^(k/4), k >= 0, the smallest at which the reference's largest |exp argument|
@@ -40,6 +43,12 @@ struct FloatCheckOptions {
   double no_exp_scale = 16;
   // Multiplies every dtype tolerance (1: the documented defaults).
   double tolerance_factor = 1;
+  // Sampled (the search's mode): every evaluation (the reference's outputs on both sets, the large set's probes, the
+  // candidate) computes only a structured sample of output elements, on demand (verify/sample.h: the union of the
+  // cheap equivalence mode's samples of trials 0 and 1, for a seed derived from `seed`), and max|r_o| in the
+  // tolerance is over the sampled elements. The sample depends on the reference's output types and the seed alone,
+  // so every candidate is compared at the same elements. Otherwise every element of every output.
+  bool sampled = false;
 };
 
 // Tolerance of one output element type: |c - r| <= rtol*|r| + rtol*max|r_o| + floor.
@@ -75,10 +84,12 @@ struct FloatCheck {
 
   double large_scale = 0;    // the large set's input range [-s, s]
   double large_exp_arg = 0;  // the reference's largest |exp argument| on the large set (0: no exp)
+  bool sampled = false;      // FloatCheckOptions::sampled
+  int64_t elements = 0;      // output elements compared per input set
   double seconds = 0;
 
   // "float check passed: ..." or "float check FAILED: <message> ...", one line each for the verdict, the worst
-  // element and the input sets.
+  // element and the input sets; "float check (sampled, N output elements) ..." when it was sampled.
   std::string str() const;
 };
 
@@ -99,6 +110,7 @@ class FloatReference {
 
  private:
   struct Sets;
+  const Sample* sample() const;  // nullptr unless sampled
   const ir::Graph& ref_;
   FloatCheckOptions opts_;
   std::unique_ptr<Sets> sets_;

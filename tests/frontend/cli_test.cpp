@@ -95,7 +95,10 @@ TEST(Cli, VerifyAcceptsAMuGraphOfItsSpecAndExplainsAMismatch) {
 TEST(Cli, VerifyFloatCheckRunsAfterTheFieldVerdict) {
   Result r = run("verify examples/lora.mg examples/mugraphs/lora_concat.mg --trials 1 --float");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("float check"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("float check passed"), std::string::npos) << r.out;
+  Result s = run("verify examples/lora.mg examples/mugraphs/lora_concat.mg --trials 1 --float --sampled");
+  EXPECT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("float check (sampled, "), std::string::npos) << s.out;
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // The rewrite catalogue (tests/verify/catalogue/README.md): every true rewrite is equivalent and passes the float
-// check, every near-miss wrong rewrite is Different, every unsafe rewrite is equivalent but fails the float check;
-// plus a statistical test that many independent seeds never accept a wrong rewrite. Prints counts and timings.
+// check, every near-miss wrong rewrite is Different, every unsafe rewrite is equivalent but fails the float check,
+// whole or sampled (the search's); plus a statistical test that many independent seeds never accept a wrong rewrite.
+// Prints counts and timings.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -76,9 +77,10 @@ TEST(Catalogue, HasTheDocumentedCases) {
 }
 
 TEST(Catalogue, TrueRewritesAreEquivalentAndPassTheFloatCheck) {
-  double total_eq = 0, total_fc = 0;
+  double total_eq = 0, total_fc = 0, total_sampled = 0;
   std::vector<Case> cases = load("true");
-  std::printf("%-44s %12s %12s %10s %8s\n", "case (3 trials, seed 1)", "equiv [ms]", "float [ms]", "worst err", "scale");
+  std::printf("%-44s %12s %12s %10s %8s %14s\n", "case (3 trials, seed 1)", "equiv [ms]", "float [ms]", "worst err",
+              "scale", "sampled [ms]");
   for (const Case& c : cases) {
     for (uint64_t seed : kSeeds) {
       auto start = std::chrono::steady_clock::now();
@@ -94,15 +96,20 @@ TEST(Catalogue, TrueRewritesAreEquivalentAndPassTheFloatCheck) {
       double tf = seconds_since(start);
       total_fc += tf;
       EXPECT_TRUE(f.pass) << c.name << ": " << f.str();
-      std::printf("%-44s %12.2f %12.2f %10.3g %8.3g\n", c.name.c_str(), t * 1e3, tf * 1e3, f.error, f.large_scale);
+      FloatCheck fs = float_check(c.ref, c.cand, {.sampled = true});
+      total_sampled += fs.seconds;
+      EXPECT_TRUE(fs.pass) << c.name << " (sampled): " << fs.str();
+      std::printf("%-44s %12.2f %12.2f %10.3g %8.3g %14.2f\n", c.name.c_str(), t * 1e3, tf * 1e3, f.error,
+                  f.large_scale, fs.seconds * 1e3);
     }
   }
-  std::printf("%zu true rewrites: equivalence %.3f s, float check %.3f s in all\n", cases.size(), total_eq, total_fc);
+  std::printf("%zu true rewrites: equivalence %.3f s, float check %.3f s (sampled %.3f s) in all\n", cases.size(),
+              total_eq, total_fc, total_sampled);
 }
 
 TEST(Catalogue, WrongRewritesAreDifferent) {
   double total = 0;
-  int float_caught = 0;
+  int float_caught = 0, sampled_caught = 0;
   std::vector<Case> cases = load("wrong");
   std::printf("%-44s %12s  %s\n", "case (3 trials, seed 1)", "equiv [ms]", "what is wrong");
   for (const Case& c : cases) {
@@ -115,24 +122,31 @@ TEST(Catalogue, WrongRewritesAreDifferent) {
       EXPECT_EQ(cheap.kind, Verdict::Different) << c.name << " seed " << seed << " (cheap): " << cheap.str();
       if (seed != 1) continue;
       total += t;
-      float_caught += !float_check(c.ref, c.cand, {}).pass;
+      // The sampled check agrees with the whole one: these programs are small, and their sample meets the errors.
+      bool whole = float_check(c.ref, c.cand, {}).pass, sampled = float_check(c.ref, c.cand, {.sampled = true}).pass;
+      EXPECT_EQ(whole, sampled) << c.name << ": the float check " << (whole ? "passes" : "fails") << " whole";
+      float_caught += !whole;
+      sampled_caught += !sampled;
       std::printf("%-44s %12.2f  %s\n", c.name.c_str(), t * 1e3, c.what.substr(9).c_str());
     }
   }
-  std::printf("%zu wrong rewrites: equivalence %.3f s in all; the float check alone would catch %d of them\n",
-              cases.size(), total, float_caught);
+  std::printf(
+      "%zu wrong rewrites: equivalence %.3f s in all; the float check alone would catch %d of them (sampled: %d)\n",
+      cases.size(), total, float_caught, sampled_caught);
 }
 
 TEST(Catalogue, UnsafeRewritesAreEquivalentButFailTheFloatCheck) {
   for (const Case& c : load("unsafe")) {
     Verdict v = equivalent(c.ref, c.cand, check(3, 1));
     EXPECT_EQ(v.kind, Verdict::Equivalent) << c.name << ": " << v.str();
-    FloatCheck f = float_check(c.ref, c.cand, {});
-    EXPECT_FALSE(f.pass) << c.name << ": " << f.str();
-    EXPECT_TRUE(f.unsafe) << c.name << ": " << f.str();
-    EXPECT_EQ(f.message, "unsafe: candidate produced inf/NaN (e.g. softmax without max subtraction overflows f16)");
-    EXPECT_EQ(f.input_set, "large") << c.name << ": " << f.str();
-    std::printf("%s: %s\n", c.name.c_str(), f.str().c_str());
+    for (bool sampled : {false, true}) {
+      FloatCheck f = float_check(c.ref, c.cand, {.sampled = sampled});
+      EXPECT_FALSE(f.pass) << c.name << ": " << f.str();
+      EXPECT_TRUE(f.unsafe) << c.name << ": " << f.str();
+      EXPECT_EQ(f.message, "unsafe: candidate produced inf/NaN (e.g. softmax without max subtraction overflows f16)");
+      EXPECT_EQ(f.input_set, "large") << c.name << ": " << f.str();
+      std::printf("%s: %s\n", c.name.c_str(), f.str().c_str());
+    }
   }
 }
 
