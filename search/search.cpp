@@ -171,7 +171,7 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
   verify::EquivalenceOptions cheap{options.trials, options.seed, false};
   // The full check adds exhaustive coverage of the outputs; the cheap check's trials already bound the chance
   // that a wrong program agrees, so one fresh trial (another seed) is enough there, and it is the costliest check
-  // by far (GQA b8: 16 s a trial).
+  // by far (GQA b8: 11 s a trial, its two programs on two threads).
   verify::EquivalenceOptions full{1, options.seed + 1, true};
   for (const Candidate& c : all) {
     if (static_cast<int>(result.top.size()) >= options.top) break;

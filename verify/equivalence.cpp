@@ -1,6 +1,8 @@
 #include "verify/equivalence.h"
 
 #include <chrono>
+#include <exception>
+#include <future>
 
 #include "ir/printer.h"
 #include "verify/column_use.h"
@@ -235,9 +237,24 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
           domain.random_fill(trial_seed, in, 0, a.data.data(), a.data.size(), true);  // the eager run keeps Z_q
           inputs.push_back(std::move(a));
         }
-        Interpreter<FieldDomain> interp(domain);
-        std::vector<Array<FieldValue>> want = run_side(interp, ref, inputs, "reference", trial);
-        std::vector<Array<FieldValue>> got = run_side(interp, cand, inputs, "candidate", trial);
+        // The two sides at once, the reference's on a thread of its own. A FieldDomain has scratch accumulators and
+        // cannot be shared, so that side gets a domain of its own; made from the same seed, it computes the same
+        // values. A division by zero on either side is reported as before, the reference's if both divide.
+        auto reference = std::async(std::launch::async, [&] {
+          FieldDomain own(trial_seed);
+          Interpreter<FieldDomain> interp(own);
+          return run_side(interp, ref, inputs, "reference", trial);
+        });
+        std::vector<Array<FieldValue>> got;
+        std::exception_ptr cand_error;
+        try {
+          Interpreter<FieldDomain> interp(domain);
+          got = run_side(interp, cand, inputs, "candidate", trial);
+        } catch (...) {
+          cand_error = std::current_exception();
+        }
+        std::vector<Array<FieldValue>> want = reference.get();  // rethrows the reference's error
+        if (cand_error) std::rethrow_exception(cand_error);
         ++v.trials;
         v.elements_checked = 0;
         for (size_t o = 0; o < want.size(); ++o) {

@@ -210,11 +210,21 @@ TEST(Equivalence, InterfaceMismatchIsExplained) {
   EXPECT_EQ(v.evidence, "the reference has 2 inputs, the candidate 1");
 }
 
+// The evidence names the side that divides, the reference when both do, in both modes (the full mode runs the two
+// sides on two threads).
 TEST(Equivalence, DivisionByAZeroResidueIsReported) {
-  const char* a = "kernel k(X: f32[4]) {\n  Z = sub(X, X)\n  Y = div(X, Z)\n  return Y\n}\n";
-  Verdict v = equivalent(parse(a), parse(a));
-  EXPECT_EQ(v.kind, Verdict::Inconclusive);
-  EXPECT_NE(v.evidence.find("zero residue"), std::string::npos);
+  const char* divides = "kernel k(X: f32[4]) {\n  Z = sub(X, X)\n  Y = div(X, Z)\n  return Y\n}\n";
+  const char* plain = "kernel k(X: f32[4]) {\n  Y = mul_scalar(X, s=1)\n  return Y\n}\n";
+  const char* const cases[][3] = {
+      {divides, divides, "the reference"}, {plain, divides, "the candidate"}, {divides, plain, "the reference"}};
+  for (bool full : {false, true})
+    for (const auto& [ref, cand, side] : cases) {
+      EquivalenceOptions o;
+      o.full = full;
+      Verdict v = equivalent(parse(ref), parse(cand), o);
+      EXPECT_EQ(v.kind, Verdict::Inconclusive) << v.str();
+      EXPECT_EQ(v.evidence, std::string(side) + " divides by a zero residue in trial 0") << (full ? "full" : "cheap");
+    }
 }
 
 }  // namespace
