@@ -45,7 +45,7 @@ struct FloatCheckOptions {
   double tolerance_factor = 1;
   // Sampled (the search's mode): every evaluation (the reference's outputs on both sets, the large set's probes, the
   // candidate) computes only a structured sample of output elements, on demand (verify/sample.h: the union of the
-  // cheap equivalence mode's samples of trials 0 and 1, for a seed derived from `seed`), and max|r_o| in the
+  // cheap equivalence mode's samples of trials 0 to 3, for a seed derived from `seed`), and max|r_o| in the
   // tolerance is over the sampled elements. The sample depends on the reference's output types and the seed alone,
   // so every candidate is compared at the same elements. Otherwise every element of every output.
   bool sampled = false;
