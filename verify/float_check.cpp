@@ -298,7 +298,9 @@ FloatReference::FloatReference(const ir::Graph& reference, const FloatCheckOptio
     // 4 elements, still a fraction of a second where the whole check takes half a minute.
     uint64_t seed = mix64(opts_.seed ^ 0x73616d706c65ULL);
     Sample s = choose_sample(ref_, seed, 0);
-    for (int trial = 1; trial < 4; ++trial) s = sample_union(s, choose_sample(ref_, seed, trial));
+    // choose_sample's random positions come from its seed alone, so each trial gets a seed of its own.
+    for (int trial = 1; trial < 4; ++trial)
+      s = sample_union(s, choose_sample(ref_, mix64(seed + static_cast<uint64_t>(trial)), trial));
     sets_->sample = std::move(s);
   }
   sets_->random_in.emplace(ref_, opts_.seed, 1.0, !opts_.sampled);
