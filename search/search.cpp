@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "ir/diagnostic.h"
@@ -173,11 +175,30 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
   // that a wrong program agrees, so one fresh trial (another seed) is enough there, and it is the costliest check
   // by far (GQA b8: 11 s a trial, its two programs on two threads).
   verify::EquivalenceOptions full{1, options.seed + 1, true};
-  for (const Candidate& c : all) {
+  auto has_failed = [&](const Candidate& c) {
+    return std::find(failed.begin(), failed.end(), c.structure) != failed.end();
+  };
+  // The cheap checks run a window at a time on the pool's threads (each check is self-contained): the next
+  // candidates in cost order whose structure has not failed. The outcome is the sequential one; at worst a window
+  // checks a candidate that an earlier failure in it then excludes, and that verdict goes unused.
+  const size_t window = static_cast<size_t>(std::max(1, pool.threads()));
+  std::vector<std::optional<verify::Verdict>> cheap_verdict(all.size());
+  auto check_window = [&](size_t from) {
+    std::vector<size_t> batch;
+    for (size_t i = from; i < all.size() && batch.size() < window; ++i)
+      if (!cheap_verdict[i] && !has_failed(all[i])) batch.push_back(i);
+    std::vector<std::future<verify::Verdict>> running;
+    for (size_t i : batch)
+      running.push_back(std::async(std::launch::async, [&, i] { return verify::equivalent(spec, all[i].graph, cheap); }));
+    for (size_t k = 0; k < batch.size(); ++k) cheap_verdict[batch[k]] = running[k].get();
+  };
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Candidate& c = all[i];
     if (static_cast<int>(result.top.size()) >= options.top) break;
-    if (std::find(failed.begin(), failed.end(), c.structure) != failed.end()) continue;
+    if (has_failed(c)) continue;
     bool best = result.top.empty();
-    verify::Verdict v = verify::equivalent(spec, c.graph, cheap);
+    if (!cheap_verdict[i]) check_window(i);
+    const verify::Verdict& v = *cheap_verdict[i];
     // The float check before the full exact one: it is cheaper, and what it catches (overflow) is what the
     // exact checks cannot see.
     verify::FloatCheck fc;

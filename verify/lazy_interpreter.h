@@ -520,8 +520,24 @@ class LazyInterpreter {
     const Columns one{0};
     const Columns& stat_cols = a.dim == last ? one : cols;
     V* row = alloc(width);
+    // Along another dim, the n_dim rows that differ only in that coordinate share their statistics: made once per
+    // group (keyed by the operand rows themselves, which are memoized, so equal keys mean equal inputs), not once per
+    // row (a K norm over its 64 head dims: 64 times the work otherwise).
+    Stats* shared = nullptr;
+    if (a.dim != last) {
+      StatsKey key{src, &cols, kind, a.eps, full};
+      auto [it, fresh] = stats_.try_emplace(std::move(key));
+      shared = &it->second;
+      if (!fresh) {
+        for (int32_t j : cols)
+          row[j] = kind == OpKind::Norm ? d_.binary(FieldSem::Mul, x[j], shared->a[j])
+                                        : bin(full, FieldSem::Div, exp_of_stat(full, x[j], shared->a[j]), shared->b[j]);
+        return row;
+      }
+    }
     if (kind == OpKind::Norm) {
       V* factor = alloc(a.dim == last ? 1 : width);
+      if (shared) shared->a = factor;
       for (int32_t j : stat_cols) {
         V ss = d_.unary(OpCode::square, at(0, j), 0);
         for (int64_t c = 1; c < n_dim; ++c) ss = d_.binary(FieldSem::Add, ss, d_.unary(OpCode::square, at(c, j), 0));
@@ -535,9 +551,10 @@ class LazyInterpreter {
     }
     // Softmax. The max and the differences keep both parts (exp reads the Z_q part); without `full` the exps skip
     // the oracle that makes theirs, and the sum and quotient follow in the *_p forms.
-    auto exp_of = [&](const V& y, const V& m) { return un(full, OpCode::exp, d_.binary(FieldSem::Sub, y, m), 0); };
+    auto exp_of = [&](const V& y, const V& m) { return exp_of_stat(full, y, m); };
     V* mx = alloc(a.dim == last ? 1 : width);
     V* sum = alloc(a.dim == last ? 1 : width);
+    if (shared) *shared = {mx, sum};
     V* e = a.dim == last ? alloc(width) : nullptr;  // along the last dim the sum's terms are this row's numerators
     for (int32_t j : stat_cols) {
       V m = at(0, j);
@@ -559,9 +576,36 @@ class LazyInterpreter {
     return row;
   }
 
+  V exp_of_stat(bool full, const V& y, const V& m) const {
+    return un(full, OpCode::exp, d_.binary(FieldSem::Sub, y, m), 0);
+  }
+
+  // normalize()'s statistics of one group of rows along a dim other than the last: the rms_norm factor (a), or the
+  // softmax max (a) and sum (b), per column.
+  struct Stats {
+    V* a = nullptr;
+    V* b = nullptr;
+  };
+  struct StatsKey {
+    std::vector<Row> src;   // the operand's rows of the group, in order
+    const Columns* cols;    // the columns made
+    OpKind kind;
+    double eps;
+    bool full;
+    bool operator==(const StatsKey&) const = default;
+  };
+  struct StatsHash {
+    size_t operator()(const StatsKey& k) const {
+      uint64_t h = ir::hash_mix(reinterpret_cast<uintptr_t>(k.cols), static_cast<uint64_t>(k.kind) * 2 + k.full);
+      for (Row r : k.src) h = ir::hash_mix(h, reinterpret_cast<uintptr_t>(r));
+      return static_cast<size_t>(h);
+    }
+  };
+
   D& d_;
   const Graph& g_;
   InputFn inputs_;
+  std::unordered_map<StatsKey, Stats, StatsHash> stats_;
   std::vector<Row*> rows_;  // per kernel-level tensor: its memo table
   std::vector<std::vector<ir::NodeId>> saves_;
   std::unordered_map<uint64_t, Frame> frames_;
