@@ -337,7 +337,9 @@ int cmd_optimize(const std::vector<std::string>& args) {
       "file to write: the best μGraph (several targets: one program per target, marked `for [target]`); with "
       "--shard, this shard's result file for `morgana merge`")(
       "time-limit", po::value<double>()->default_value(d.time_limit_s),
-      "seconds of enumeration per target; a search cut short says so and is not cached")(
+      ("seconds per target: the enumeration stops at " + std::to_string(static_cast<int>(search::kEnumerationShare * 100)) +
+       "% of it, verifying the best candidates takes the rest; a search cut short says so and is not cached")
+          .c_str())(
       "threads", po::value<int>()->default_value(d.threads), "search threads (0: one per core); the answer does "
                                                              "not depend on it")(
       "max-kernel-ops", po::value<int>()->default_value(d.max_kernel_ops), "kernel-level ops of a candidate")(

@@ -88,7 +88,7 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
     while (!finished) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       double el = seconds_since(t0);
-      if (el > options.time_limit_s) stop = true;
+      if (el > options.time_limit_s * kEnumerationShare) stop = true;
       if (on_progress && el - last >= 0.2) {
         last = el;
         Progress p;

@@ -27,7 +27,8 @@ struct Shard {
 };
 
 struct SearchOptions {
-  double time_limit_s = 60;   // wall clock for the enumeration; verification of the finalists comes after
+  double time_limit_s = 60;   // wall-clock budget: the enumeration stops at kEnumerationShare of it, and the
+                              // verification of the finalists (never cut) has the rest
   int threads = 0;            // 0: the machine's hardware concurrency
   int max_kernel_ops = 2;     // kernel-level ops of a candidate (block ops and predefined ops)
   int max_block_ops = 12;     // compute ops and accumulators of one block graph (iterators and savers not counted)
@@ -48,6 +49,10 @@ struct RankedCandidate {
   std::string verification; // what was checked, one line: "cheap 3 trials; full 3 trials; float max err ..."
   bool operator==(const RankedCandidate&) const = default;
 };
+
+// The share of the time limit the enumeration may use; verifying the finalists takes the rest (a few seconds on the
+// examples; the checks are not cut, so a search whose checks are slow can run over the limit).
+inline constexpr double kEnumerationShare = 0.9;
 
 struct SearchStats {
   uint64_t states = 0;                      // prefixes generated (kernel and block level)
