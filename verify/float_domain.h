@@ -14,7 +14,9 @@
 namespace morgana::verify {
 
 // f64: every op in double. f32: every op rounded to float (f32 accumulation). device: f32 arithmetic, and every
-// tensor an op makes rounded to its element type, as a GPU kernel stores it (f16 overflows to inf past 65504).
+// kernel-level tensor (a predefined op's result, what a block op saves) rounded to its element type, as a GPU kernel
+// stores it in global memory (f16 overflows to inf past 65504); tiles inside a block op stay in f32, as the lowering
+// computes them.
 enum class Precision : uint8_t { f64, f32, device };
 
 struct FloatDomain {

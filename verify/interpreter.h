@@ -154,6 +154,7 @@ class Interpreter {
         for (size_t i = 0; i < outs.size(); ++i) {
           TensorId r = g.result(n, static_cast<int>(i));
           owned[r] = std::move(outs[i]);
+          store(owned[r]);  // what a block op saves lands in global memory in the result's element type
           vals[r] = &owned[r];
         }
       } else {
@@ -215,8 +216,9 @@ class Interpreter {
             accumulate(n, ins, it == 0, vals[r], scale[r]);
             break;
           default:
+            // Block-level tiles stay in f32 (the lowering computes every tile in f32, targets/lower/lower_block.cpp):
+            // no storage rounding inside a block.
             vals[r] = apply(n, ins, body.type(r));
-            store(vals[r]);
         }
       }
     }
@@ -231,7 +233,6 @@ class Interpreter {
       std::vector<const Arr*> ins;
       for (TensorId t : body.operands(n)) ins.push_back(&vals[t]);
       vals[r] = apply(n, ins, body.type(r));
-      store(vals[r]);
     }
   }
 

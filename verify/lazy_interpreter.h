@@ -167,7 +167,7 @@ class LazyInterpreter {
     if (n.op == OpCode::input) {
       row = inputs_(n.attrs.index, r * last_dim(ten.type));
     } else if (n.op == OpCode::block) {
-      row = block_output_row(n, ten.producer, ten.result_index, r);
+      row = store(block_output_row(n, ten.producer, ten.result_index, r), ten.type, cols_.kernel[t]);
     } else {
       auto ops = g_.operands(n);
       row = store(compute(g_, n, ten.type, r, use_.kernel[t], cols_.kernel[t],
@@ -271,12 +271,11 @@ class LazyInterpreter {
     } else if (info.kind == OpKind::Accum) {
       row = accumulate(fr, n, *fr.body, r, fr.need_q[t], fr.cols[t]);
     } else {
-      row = store(compute(*fr.body, n, ten.type, r, fr.need_q[t], fr.cols[t],
-                          Overload{[&](int k, int64_t rr) -> Row { return brow(fr, ops[static_cast<size_t>(k)], rr); },
-                                   [&](int k, int64_t r0, int64_t count, Row* out) {
-                                     brows(fr, ops[static_cast<size_t>(k)], r0, count, out);
-                                   }}),
-                  ten.type, fr.cols[t]);
+      row = compute(*fr.body, n, ten.type, r, fr.need_q[t], fr.cols[t],
+                    Overload{[&](int k, int64_t rr) -> Row { return brow(fr, ops[static_cast<size_t>(k)], rr); },
+                             [&](int k, int64_t r0, int64_t count, Row* out) {
+                               brows(fr, ops[static_cast<size_t>(k)], r0, count, out);
+                             }});
     }
     memo_.insert(key, row);
     return row;
@@ -373,9 +372,10 @@ class LazyInterpreter {
     return acc;
   }
 
-  // The eager interpreter's store() of a row that compute() made: its columns `cols` rounded as the device stores a
-  // tensor of type `t`, in a fresh row (never in place: a computed row may be an operand's, as a concat along
-  // another dim returns it). Iterators' tiles and accumulators are not stored, as in the eager interpreter.
+  // The eager interpreter's store() of a kernel-level row (a predefined op's or what a block op saved): its columns
+  // `cols` rounded as the device stores a tensor of type `t`, in a fresh row (never in place: a computed row may be
+  // an operand's, as a concat along another dim returns it). Block-level tiles stay in f32, as in the eager
+  // interpreter.
   Row store(Row row, [[maybe_unused]] const TensorType& t, [[maybe_unused]] const Columns& cols) {
     if constexpr (requires { d_.rounds_stores(); }) {
       if (d_.rounds_stores()) {
