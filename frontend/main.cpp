@@ -97,6 +97,20 @@ std::filesystem::path default_targets_dir() {
   return MORGANA_SOURCE_TARGETS_DIR;
 }
 
+// The folder of target files: --targets-dir, else the default.
+std::filesystem::path targets_dir(const po::variables_map& vm) {
+  return vm.count("targets-dir") ? std::filesystem::path(vm["targets-dir"].as<std::string>()) : default_targets_dir();
+}
+
+// The targets --target names, in order; none when it is not given.
+std::vector<targets::Target> named_targets(const po::variables_map& vm, const std::filesystem::path& dir) {
+  std::vector<targets::Target> out;
+  if (vm.count("target"))
+    for (const std::string& name : vm["target"].as<std::vector<std::string>>())
+      out.push_back(targets::find_target(name, dir));
+  return out;
+}
+
 int cmd_check(const std::vector<std::string>& args) {
   po::options_description opts("check options");
   opts.add_options()("file", po::value<std::string>()->required(), "spec or μGraph file")(
@@ -108,13 +122,8 @@ int cmd_check(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_args(args, "usage: morgana check FILE [--target NAME]...", opts, pos, vm)) return kOk;
   ir::Module m = ir::parse_file(vm["file"].as<std::string>());
-  std::vector<targets::Target> costed;  // found before anything is printed, so a bad name is the only output
-  if (vm.count("target")) {
-    std::filesystem::path dir =
-        vm.count("targets-dir") ? std::filesystem::path(vm["targets-dir"].as<std::string>()) : default_targets_dir();
-    for (const std::string& name : vm["target"].as<std::vector<std::string>>())
-      costed.push_back(targets::find_target(name, dir));
-  }
+  // Found before anything is printed, so a bad name is the only output.
+  std::vector<targets::Target> costed = named_targets(vm, targets_dir(vm));
   std::cout << check_report(m);
   for (const targets::Target& t : costed)
     for (const ir::Graph& g : m.programs) std::cout << g.name() << ": " << search::estimate(g, t).str() << "\n";
@@ -282,16 +291,10 @@ int cmd_compile(const std::vector<std::string>& args) {
                   opts, pos, vm))
     return kOk;
   std::string file = vm["file"].as<std::string>();
-  std::filesystem::path dir =
-      vm.count("targets-dir") ? std::filesystem::path(vm["targets-dir"].as<std::string>()) : default_targets_dir();
+  std::filesystem::path dir = targets_dir(vm);
   ir::Module m = ir::parse_file(file);
   CompileOptions co;
-  if (vm.count("target")) {
-    for (const std::string& name : vm["target"].as<std::vector<std::string>>())
-      co.targets.push_back(targets::find_target(name, dir));
-  } else {
-    co.targets = default_targets(m.programs, dir);
-  }
+  co.targets = vm.count("target") ? named_targets(vm, dir) : default_targets(m.programs, dir);
   if (vm.count("emit")) {
     check_targets_served(m.programs, co.targets);
     for (const ir::Graph& g : m.programs)
@@ -337,7 +340,8 @@ int cmd_optimize(const std::vector<std::string>& args) {
       "file to write: the best μGraph (several targets: one program per target, marked `for [target]`); with "
       "--shard, this shard's result file for `morgana merge`")(
       "time-limit", po::value<double>()->default_value(d.time_limit_s),
-      ("seconds per target: the enumeration stops at " + std::to_string(static_cast<int>(search::kEnumerationShare * 100)) +
+      ("seconds per target: the enumeration stops at " +
+       std::to_string(static_cast<int>(search::kEnumerationShare * 100)) +
        "% of it, verifying the best candidates takes the rest; a search cut short says so and is not cached")
           .c_str())(
       "threads", po::value<int>()->default_value(d.threads), "search threads (0: one per core); the answer does "
@@ -391,15 +395,9 @@ int cmd_optimize(const std::vector<std::string>& args) {
   if (m.programs.size() != 1)
     throw UserError("optimize searches one program, and this file holds " + std::to_string(m.programs.size()),
                     {file, 0, 0});
-  std::filesystem::path dir =
-      vm.count("targets-dir") ? std::filesystem::path(vm["targets-dir"].as<std::string>()) : default_targets_dir();
-  std::vector<targets::Target> targets;
-  if (vm.count("target")) {
-    for (const std::string& name : vm["target"].as<std::vector<std::string>>())
-      targets.push_back(targets::find_target(name, dir));
-  } else {
-    targets = default_targets(m.programs, dir);
-  }
+  std::filesystem::path dir = targets_dir(vm);
+  std::vector<targets::Target> targets =
+      vm.count("target") ? named_targets(vm, dir) : default_targets(m.programs, dir);
   if (so.shard.count > 1 && targets.size() != 1)
     throw UserError("--shard searches a part of one target's search: give exactly one --target (one job array per "
                     "target), not " + std::to_string(targets.size()));
@@ -462,9 +460,7 @@ int cmd_devices(const std::vector<std::string>& args) {
   int n = 0;
   if (mg_status s = mg_device_count(&n); s != MG_OK) throw UserError(mg_last_error());
   if (n == 0) throw UserError("the NVIDIA driver sees no GPU");
-  std::filesystem::path dir =
-      vm.count("targets-dir") ? std::filesystem::path(vm["targets-dir"].as<std::string>()) : default_targets_dir();
-  std::vector<targets::Target> all = targets::load_all_targets(dir);
+  std::vector<targets::Target> all = targets::load_all_targets(targets_dir(vm));
   for (int i = 0; i < n; ++i) {
     mg_device_info d{};
     if (mg_status s = mg_device_describe(i, &d); s != MG_OK) throw UserError(mg_last_error());
