@@ -189,7 +189,8 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
       if (!cheap_verdict[i] && !has_failed(all[i])) batch.push_back(i);
     std::vector<std::future<verify::Verdict>> running;
     for (size_t i : batch)
-      running.push_back(std::async(std::launch::async, [&, i] { return verify::equivalent(spec, all[i].graph, cheap); }));
+      running.push_back(
+          std::async(std::launch::async, [&, i] { return verify::equivalent(spec, all[i].graph, cheap); }));
     for (size_t k = 0; k < batch.size(); ++k) cheap_verdict[batch[k]] = running[k].get();
   };
   for (size_t i = 0; i < all.size(); ++i) {

@@ -523,22 +523,23 @@ class LazyInterpreter {
     // Along another dim, the n_dim rows that differ only in that coordinate share their statistics: made once per
     // group (keyed by the operand rows themselves, which are memoized, so equal keys mean equal inputs), not once per
     // row (a K norm over its 64 head dims: 64 times the work otherwise).
-    Stats* shared = nullptr;
+    Stats stats;  // factor (norm), or max and sum (softmax), per statistics column
+    bool made = false;
     if (a.dim != last) {
-      StatsKey key{src, &cols, kind, a.eps, full};
-      auto [it, fresh] = stats_.try_emplace(std::move(key));
-      shared = &it->second;
-      if (!fresh) {
-        for (int32_t j : cols)
-          row[j] = kind == OpKind::Norm ? d_.binary(FieldSem::Mul, x[j], shared->a[j])
-                                        : bin(full, FieldSem::Div, exp_of_stat(full, x[j], shared->a[j]), shared->b[j]);
-        return row;
-      }
+      auto [it, fresh] = stats_.try_emplace(StatsKey{src, &cols, kind, a.eps, full});
+      if (fresh)
+        it->second = {alloc(width), kind == OpKind::Norm ? nullptr : alloc(width)};
+      else
+        made = true;
+      stats = it->second;
+    } else {
+      stats = {alloc(1), kind == OpKind::Norm ? nullptr : alloc(1)};
     }
+    const Columns none;
+    const Columns& to_make = made ? none : stat_cols;  // the statistics columns still to compute
     if (kind == OpKind::Norm) {
-      V* factor = alloc(a.dim == last ? 1 : width);
-      if (shared) shared->a = factor;
-      for (int32_t j : stat_cols) {
+      V* factor = stats.a;
+      for (int32_t j : to_make) {
         V ss = d_.unary(OpCode::square, at(0, j), 0);
         for (int64_t c = 1; c < n_dim; ++c) ss = d_.binary(FieldSem::Add, ss, d_.unary(OpCode::square, at(c, j), 0));
         factor[j] = d_.unary(
@@ -551,18 +552,15 @@ class LazyInterpreter {
     }
     // Softmax. The max and the differences keep both parts (exp reads the Z_q part); without `full` the exps skip
     // the oracle that makes theirs, and the sum and quotient follow in the *_p forms.
-    auto exp_of = [&](const V& y, const V& m) { return exp_of_stat(full, y, m); };
-    V* mx = alloc(a.dim == last ? 1 : width);
-    V* sum = alloc(a.dim == last ? 1 : width);
-    if (shared) *shared = {mx, sum};
+    V *mx = stats.a, *sum = stats.b;
     V* e = a.dim == last ? alloc(width) : nullptr;  // along the last dim the sum's terms are this row's numerators
-    for (int32_t j : stat_cols) {
+    for (int32_t j : to_make) {
       V m = at(0, j);
       for (int64_t c = 1; c < n_dim; ++c) m = d_.binary(FieldSem::Max, m, at(c, j));
-      V s = exp_of(at(0, j), m);
+      V s = exp_minus(full, at(0, j), m);
       if (e) e[0] = s;
       for (int64_t c = 1; c < n_dim; ++c) {
-        V t = exp_of(at(c, j), m);
+        V t = exp_minus(full, at(c, j), m);
         if (e) e[c] = t;
         s = bin(full, FieldSem::Add, s, t);
       }
@@ -571,17 +569,18 @@ class LazyInterpreter {
     }
     for (int32_t j : cols) {
       int64_t sj = stat_column(j);
-      row[j] = bin(full, FieldSem::Div, e ? e[j] : exp_of(x[j], mx[sj]), sum[sj]);
+      row[j] = bin(full, FieldSem::Div, e ? e[j] : exp_minus(full, x[j], mx[sj]), sum[sj]);
     }
     return row;
   }
 
-  V exp_of_stat(bool full, const V& y, const V& m) const {
+  // exp(y - m), as softmax evaluates it.
+  V exp_minus(bool full, const V& y, const V& m) const {
     return un(full, OpCode::exp, d_.binary(FieldSem::Sub, y, m), 0);
   }
 
-  // normalize()'s statistics of one group of rows along a dim other than the last: the rms_norm factor (a), or the
-  // softmax max (a) and sum (b), per column.
+  // normalize()'s statistics of a row (along the last dim) or of one group of rows (along another): the rms_norm
+  // factor (a), or the softmax max (a) and sum (b), per statistics column.
   struct Stats {
     V* a = nullptr;
     V* b = nullptr;
