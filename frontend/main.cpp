@@ -40,7 +40,7 @@ const char* const kUsage =
     "\n"
     "commands:\n"
     "  fmt FILE        print FILE in canonical form (--check: fail if it is not)\n"
-    "  check FILE      parse and verify FILE, print every tensor's shape\n"
+    "  check FILE      parse and verify FILE, print every tensor's shape (--target T: and its estimated cost)\n"
     "  eval FILE       run FILE in the float reference on seeded random inputs, print output checksums\n"
     "  verify REF CAND prove CAND computes what REF does (finite-field random testing)\n"
     "  targets         list the hardware description files\n"
