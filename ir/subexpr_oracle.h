@@ -19,6 +19,16 @@ struct OracleLimits {
   size_t max_nodes = 150000;  // e-nodes; the round in which this is passed is the last
 };
 
+// The ops the queried graphs may contain that make two nested e-nodes at once (rsqrt, Div(One, Sqrt(x)), always
+// may). distance() lets each take its outer step for free, so it is a lower bound for graphs within this list;
+// leaving out what a caller never builds makes it tighter (a matmul's free step makes every product one step from
+// a sum of products, which is most of a norm or an attention).
+struct FusedOps {
+  bool matmul = true;   // Sum(k, Mul(a, b))
+  bool softmax = true;  // Div(Exp(x), Sum(k, Exp(x)))
+  bool concat = true;   // an op over a concat's pieces adds one sum per piece: Add(Sum(k1, ..), Sum(k2, ..))
+};
+
 struct OracleStats {
   int iterations = 0;
   size_t nodes = 0;            // e-nodes after the final rebuild
@@ -33,7 +43,8 @@ class SubexprOracle {
   // `targets`: the spec's output expressions in `arena`. A Cat at the top of one (a concat output)
   // contributes each part as a target. The arena must outlive the oracle when the one-argument queries are
   // used.
-  SubexprOracle(const ExprArena& arena, std::span<const ExprId> targets, OracleLimits limits = {});
+  SubexprOracle(const ExprArena& arena, std::span<const ExprId> targets, OracleLimits limits = {},
+                FusedOps fused_ops = {});
 
   // Whether `e` is a sub-expression of a target under A_eq ∪ A_sub. Shift (a max-derived value) always is; a
   // Cat is when each part is.
@@ -46,6 +57,29 @@ class SubexprOracle {
   // The e-class of `e` in the saturated e-graph (terms equal under A_eq share it), or UINT32_MAX when `e` is not
   // in the e-graph. The search uses it to spot a second way of computing a value it already has.
   uint32_t class_of(const ExprArena& arena, ExprId e) const { return lookup_root(arena, e); }
+
+  // A lower bound on the number of ops (of the op table, each abstracted as in abstract_node) that any
+  // computation must still apply to a value of term `e` before a result equivalent to a target: the length of
+  // the shortest path from e's e-class up to a target's class, where a step is one e-node that has the class as
+  // a child (docs/abstract-expressions.md, "Distance to a target"). 0 when e has no e-class (Shift, Cat, not
+  // in the e-graph): no bound. The search prunes a prefix whose open values are further from the targets than
+  // the ops it may still add.
+  int distance(const ExprArena& arena, ExprId e) const;
+  int distance_of_class(uint32_t cls) const { return cls < dist_.size() ? dist_[cls] : 0; }
+  bool is_subexpr_class(uint32_t cls) const { return cls < sub_.size() && sub_[cls]; }
+
+  // The same queries for a caller that asks about many terms of one arena sharing sub-terms (the search: each
+  // new op's term is one e-node over terms it has asked about before). `memo` remembers the e-class of every term
+  // looked up, by ExprId, so a query costs one table probe for its new top node. One memo per arena and thread.
+  struct TermClasses {
+    std::vector<uint32_t> cls;  // by ExprId: kUnseen, UINT32_MAX (not in the e-graph) or the e-class
+  };
+  uint32_t class_of(const ExprArena& arena, ExprId e, TermClasses& memo) const;
+  bool is_subexpr(const ExprArena& arena, ExprId e, TermClasses& memo) const;
+  bool is_equivalent(const ExprArena& arena, ExprId e, TermClasses& memo) const;
+  int distance(const ExprArena& arena, ExprId e, TermClasses& memo) const {
+    return distance_of_class(class_of(arena, e, memo));
+  }
 
   const OracleStats& stats() const { return stats_; }
 
@@ -72,6 +106,7 @@ class SubexprOracle {
   std::vector<Slot> table_;    // open addressing, power-of-two size
   std::vector<uint8_t> sub_;   // per e-class: a sub-expression of a target
   std::vector<uint8_t> root_;  // per e-class: a target itself
+  std::vector<uint8_t> dist_;  // per e-class: distance() (sub-expression classes; saturates at 255)
   OracleStats stats_;
 };
 

@@ -69,6 +69,7 @@ struct KTensor {
   bool shift = false;
   bool shifted = false;  // x - max
   bool maxdep = false;   // partial results scaled by their own part's max (combine them with that max)
+  uint8_t dist = 0;      // SubexprOracle::distance: ops it still needs, at least, to become an output
   int uses = 0;
 };
 
@@ -108,6 +109,7 @@ struct BTensor {
   bool shifted = false;           // x - max: its max is taken already
   uint8_t maxdep = 0;             // scaled by exp(-m) for a max m that is partial over these header axes
   bool squared = false;           // square(x)
+  uint8_t dist = 0;               // SubexprOracle::distance
   int uses = 0;
 };
 
@@ -176,6 +178,7 @@ class Explorer {
       KTensor kt;
       kt.expr = arena_.var(static_cast<uint32_t>(kt_.size()));
       kt.labels = sh.axes.tensors[t];
+      kt.dist = distance(kt.expr);
       kt_.resize(k + 1);
       kt_[k] = kt;
     }
@@ -221,7 +224,37 @@ class Explorer {
     return std::find(sh_.reduced_axes.begin(), sh_.reduced_axes.end(), l.axis) != sh_.reduced_axes.end();
   }
 
-  bool subexpr(ExprId e) const { return !sh_.options.abstract_pruning || sh_.oracle->is_subexpr(arena_, e); }
+  // Oracle queries about this explorer's terms, through its memo of their e-classes.
+  uint32_t class_of(ExprId e) const { return sh_.oracle->class_of(arena_, e, classes_); }
+  bool equivalent(ExprId e) const { return sh_.oracle->is_equivalent(arena_, e, classes_); }
+  bool subexpr(ExprId e) const {
+    return !sh_.options.abstract_pruning || sh_.oracle->is_subexpr(arena_, e, classes_);
+  }
+
+  // The distance bound (SubexprOracle::distance): a value nothing has consumed yet must still become part of an
+  // output, through at least its distance in ops. Off with abstract pruning, whose e-graph it reads.
+  uint8_t distance(ExprId e) const {
+    return sh_.options.abstract_pruning ? static_cast<uint8_t>(sh_.oracle->distance(arena_, e, classes_)) : 0;
+  }
+  template <class T>
+  static int farthest_open(const std::vector<T>& values) {
+    int far = 0;
+    for (const T& v : values)
+      if (v.uses == 0) far = std::max<int>(far, v.dist);
+    return far;
+  }
+  // An op never brings a value more than one step closer (the oracle's distances are built so); checked in
+  // debug builds, where the search tests run, because a violation would silently lose candidates.
+  void check_step(int operand_dist, ExprId result) const {
+#ifndef NDEBUG
+    if (!sh_.options.abstract_pruning || class_of(result) == UINT32_MAX) return;
+    MG_CHECK(operand_dist <= distance(result) + 1,
+             "generator: an op moved a value more than one step towards the spec (" + arena_.str(result) + ")");
+#else
+    (void)operand_dist;
+    (void)result;
+#endif
+  }
 
   // ---------------- kernel level ----------------
 
@@ -236,6 +269,11 @@ class Explorer {
       if (kt_[t].uses == 0 && !is_input(t)) ++open;
     if (open > static_cast<int>(sh_.spec.outputs().size()) + 4 * (max_kernel_ops() - ops_done)) {
       prune("dead-end");
+      return;
+    }
+    // Each kernel op still to come takes a value at most a block graph's ops closer to an output.
+    if (farthest_open(kt_) > (max_kernel_ops() - ops_done) * std::max(1, sh_.options.max_block_ops)) {
+      prune("distance");
       return;
     }
     for_each_predefined([&](OpCode op, std::vector<TensorId> operands, const Attrs& a) {
@@ -288,7 +326,7 @@ class Explorer {
                         sh_.spec.type(outs[o]).shape().begin()))
           continue;
         if (!(kt_[t].labels == sh_.out_labels[o])) continue;
-        if (!sh_.oracle->is_equivalent(arena_, kt_[t].expr)) continue;
+        if (!equivalent(kt_[t].expr)) continue;
         hit = t;
         break;
       }
@@ -362,6 +400,8 @@ class Explorer {
     k.labels = *labels;
     k.shift = arena_.node(e).kind == ExprKind::Shift;
     k.shifted = op == OpCode::sub && y && y->shift;
+    k.dist = distance(e);
+    for (TensorId o : operands) check_step(kt_[o].dist, e);
     kt_.resize(t + 1);
     kt_[t] = k;
     for (TensorId o : operands) ++kt_[o].uses;
@@ -420,7 +460,7 @@ class Explorer {
     }
     return true;
   }
-  bool exp_of_is_subexpr(ExprId e) { return sh_.oracle->is_subexpr(arena_, arena_.unary(ExprKind::Exp, e)); }
+  bool exp_of_is_subexpr(ExprId e) { return sh_.oracle->is_subexpr(arena_, arena_.unary(ExprKind::Exp, e), classes_); }
 
   // Predefined kernel ops over the current tensors: the op table's unary, binary, matmul, reduce and norm rows.
   template <class F>
@@ -451,7 +491,7 @@ class Explorer {
       OpCode op = static_cast<OpCode>(&info - ir::all_ops().data());
       if (info.kind == OpKind::Unary) {
         if (info.attrs & ir::kAttrS) {
-          if (cls == UINT32_MAX - 1) cls = sh_.oracle->class_of(arena_, e);
+          if (cls == UINT32_MAX - 1) cls = class_of(e);
           for (const auto& u : sh_.scalar_uses) {
             if (u.op != op || u.cls != cls) continue;
             Attrs a;
@@ -641,6 +681,9 @@ class Explorer {
     std::vector<ExprId> operand_exprs;
     int compute_ops = 0;
     bool final = false;
+    int budget = 0;  // compute ops this block and the kernel ops after it may apply to its values, at most
+    // Whether some open value is further from the spec's outputs than the ops that may still be added.
+    bool too_far() const { return compute_ops + farthest_open(bt) > budget; }
   };
 
   // Enumerates the block graphs of `sk` at representative sizes, then instantiates each at every size and
@@ -653,7 +696,7 @@ class Explorer {
       return false;
     }
     bool final = ops_done + 1 == max_kernel_ops();
-    const std::vector<Structure>& bodies = structures(sk, sizes.front(), final);
+    const std::vector<Structure>& bodies = structures(sk, sizes.front(), max_kernel_ops() - ops_done - 1);
     for (const Structure& st : bodies) {
       for (const ir::BlockParams& p : final ? best_sizes(sk, st.body, sizes) : sizes) {
         if (stopped()) return true;
@@ -663,9 +706,10 @@ class Explorer {
     return !bodies.empty();
   }
 
-  // Memoised: the block graphs of a skeleton (at the representative sizes `rep`).
-  const std::vector<Structure>& structures(const Skeleton& sk, const ir::BlockParams& rep, bool final) {
-    uint64_t key = ir::hash_mix(final, rep.threads);
+  // Memoised: the block graphs of a skeleton (at the representative sizes `rep`), `later` kernel ops after it.
+  const std::vector<Structure>& structures(const Skeleton& sk, const ir::BlockParams& rep, int later) {
+    bool final = later == 0;
+    uint64_t key = ir::hash_mix(static_cast<uint64_t>(later), rep.threads);
     for (TensorId t : sk.operands) {
       key = ir::hash_mix(key, kt_[t].expr);
       // Labels without their part counts: a structure found for one split replays at any other.
@@ -681,6 +725,7 @@ class Explorer {
     b.sk = &sk;
     b.h = header_of(sk);
     b.final = final;
+    b.budget = sh_.options.max_block_ops * (1 + later);
     std::vector<ir::TensorType> types;
     for (TensorId t : sk.operands) {
       types.push_back(kg_.type(t));
@@ -704,6 +749,7 @@ class Explorer {
       t.expr = k.expr;
       t.shift = k.shift;
       t.labels = k.labels;
+      t.dist = k.dist;
       for (int d = 0; d < k.labels.rank; ++d) {
         Label l = k.labels.dims[static_cast<size_t>(d)];
         int bit = l.unit() ? -1 : b.h.bit(l);
@@ -847,7 +893,7 @@ class Explorer {
     // abstraction hides: constants (scalar ops) and max subtraction.
     bool hides = info.field == ir::FieldSem::ScaleConst || info.field == ir::FieldSem::AddConst ||
                  (y && y->shift);
-    uint32_t cls = t.shift ? UINT32_MAX : sh_.oracle->class_of(arena_, e);
+    uint32_t cls = t.shift ? UINT32_MAX : class_of(e);
     if (!hides)
       for (const BTensor& o : b.bt)
         if ((o.expr == e || (cls != UINT32_MAX && o.cls == cls)) && o.labels == t.labels && o.psum == t.psum &&
@@ -857,6 +903,10 @@ class Explorer {
           return false;
         }
     t.cls = hides ? UINT32_MAX : cls;
+    t.dist = cls == UINT32_MAX || !sh_.options.abstract_pruning
+                 ? 0
+                 : static_cast<uint8_t>(sh_.oracle->distance_of_class(cls));
+    for (TensorId o : operands) check_step(b.bt[o].dist, e);
     b.bt.push_back(t);
     b.ex.push_back(e);
     for (TensorId o : operands) ++b.bt[o].uses;
@@ -912,6 +962,7 @@ class Explorer {
 
   void body_dfs(Block& b, Rank last, std::vector<Structure>& found) {
     if (stopped()) return;
+    if (b.too_far()) return prune("distance");
     close_body(b, found);
     if (b.compute_ops + 1 >= sh_.options.max_block_ops) return;
     // Open values (not yet consumed) each need an accumulator; iterators must be consumed in the body.
@@ -930,7 +981,10 @@ class Explorer {
       if (stopped()) return;
       if (pending != kNone && std::find(ops.begin(), ops.end(), pending) == ops.end()) return prune("scalar");
       if (!block_try(b, op, ops, a, epilogue)) return;
-      next(r);
+      if (b.too_far())
+        prune("distance");
+      else
+        next(r);
       block_undo(b);
     });
   }
@@ -1031,6 +1085,8 @@ class Explorer {
     if (e == ir::kNoExpr) return false;
     t.expr = e;
     t.shift = op == OpCode::acc_max;
+    t.dist = distance(e);
+    check_step(b.bt[x].dist, e);
     b.bt.push_back(t);
     b.ex.push_back(e);
     ++b.bt[x].uses;
@@ -1069,7 +1125,7 @@ class Explorer {
     bool ok = true;
     for (TensorId t : open) {
       const BTensor& x = b.bt[t];
-      if (b.final && (x.shift || x.psum || x.maxdep || !sh_.oracle->is_equivalent(arena_, x.expr))) {
+      if (b.final && (x.shift || x.psum || x.maxdep || !equivalent(x.expr))) {
         ok = false;
         prune("final");
         break;
@@ -1199,7 +1255,7 @@ class Explorer {
     // Tile sizes change the sums' sizes in the terms: check the saved values again.
     std::vector<ExprId> bex = ir::abstract_block_exprs(g, oex, arena_);
     for (TensorId t : g.outputs())
-      if (final ? !sh_.oracle->is_equivalent(arena_, bex[t]) : !subexpr(bex[t])) return prune("abstract");
+      if (final ? !equivalent(bex[t]) : !subexpr(bex[t])) return prune("abstract");
     size_t before = kg_.nodes().size();
     std::vector<TensorId> res;
     try {
@@ -1227,6 +1283,7 @@ class Explorer {
       k.expr = bex[bg.outputs()[i]];
       k.shift = arena_.node(k.expr).kind == ExprKind::Shift;
       k.maxdep = scaled[i];
+      k.dist = distance(k.expr);
       k.labels = tile_labels(bg, src, sk);
       for (size_t gi = 0; gi < sk.grid.size(); ++gi) {
         int d = save.attrs.map[gi];
@@ -1278,6 +1335,7 @@ class Explorer {
   const double* bound_ = nullptr;
   std::vector<std::pair<const char*, uint64_t>> pruned_;
   ExprArena arena_;
+  mutable ir::SubexprOracle::TermClasses classes_;  // e-classes of arena_'s terms, by ExprId
   Graph kg_;
   std::vector<KTensor> kt_;
   std::unordered_map<uint64_t, std::vector<Structure>> memo_;
@@ -1338,6 +1396,26 @@ void collect_constants(Generator::Shared& sh) {
   }
 }
 
+// What the oracle's distance may assume of the candidates (ir::FusedOps): the generator builds no softmax and no
+// concat (for_each_predefined), and a matmul that sums over a real axis only where some input has that axis last
+// and some input has it second to last. Every op keeps a label at its place counted from the right (elementwise
+// ops broadcast right-aligned, a matmul keeps its operands' two last places, a reduction leaves a unit label), so
+// the places an axis can take are the ones it has in the inputs.
+ir::FusedOps fused_ops(const Generator::Shared& sh) {
+  ir::FusedOps f;
+  f.softmax = false;
+  f.concat = false;
+  f.matmul = false;
+  for (TensorId a : sh.spec.inputs())
+    for (TensorId b : sh.spec.inputs()) {
+      const Labels &la = sh.axes.tensors[a], &lb = sh.axes.tensors[b];
+      if (la.rank < 1 || lb.rank < 2) continue;
+      const Label& k = la.dims[la.rank - 1u];
+      if (!k.unit() && k == lb.dims[lb.rank - 2u]) f.matmul = true;
+    }
+  return f;
+}
+
 }  // namespace
 
 Generator::Generator(const Graph& spec, const targets::Target& target, const SearchOptions& options)
@@ -1351,7 +1429,7 @@ Generator::Generator(const Graph& spec, const targets::Target& target, const Sea
     if (n.op == OpCode::block) throw UserError("the spec already has block ops; give the search a plain kernel graph");
   sh.axes = analyze_axes(spec);
   sh.out_exprs = ir::output_exprs(spec, sh.arena);
-  sh.oracle = std::make_unique<ir::SubexprOracle>(sh.arena, sh.out_exprs);
+  sh.oracle = std::make_unique<ir::SubexprOracle>(sh.arena, sh.out_exprs, ir::OracleLimits{}, fused_ops(sh));
   for (TensorId t : spec.outputs()) sh.out_labels.push_back(sh.axes.tensors[t]);
   collect_constants(sh);
   for (const ir::Node& n : spec.nodes()) {
