@@ -310,22 +310,17 @@ void zip_pieces(const std::vector<Piece>& a, const std::vector<Piece>& b, F&& f)
   }
 }
 
-ExprId binary_expr(FieldSem f, ExprId a, ExprId b, ExprArena& ar) {
-  switch (f) {
-    case FieldSem::Add:
-    case FieldSem::Sub:
-      return ar.add(a, b);  // signs are ignored
-    case FieldSem::Mul:
+ExprId binary_expr(OpCode op, ExprId a, ExprId b, ExprArena& ar) {
+  switch (binary_kind(op)) {
+    case ExprKind::Add:
+      return ar.add(a, b);
+    case ExprKind::Mul:
       return ar.mul(a, b);
-    case FieldSem::Div:
+    case ExprKind::Div:
       return ar.div(a, b);
-    case FieldSem::Max:
-      return ar.shift();
     default:
-      break;
+      return ar.shift();
   }
-  MG_CHECK(false, "no abstraction for a binary op of this field semantics");
-  return kNoExpr;
 }
 
 ExprId unary_expr(OpCode op, ExprId x, ExprArena& ar) {
@@ -359,13 +354,12 @@ ExprId unary_expr(OpCode op, ExprId x, ExprArena& ar) {
 // Elementwise binary op with numpy broadcasting; when an operand is a concat, the two operands are cut into
 // stretches along the concat dim and the op applies piece by piece.
 ExprId elementwise(const Graph& g, const Node& n, TensorId out, std::span<const ExprId> ex, ExprArena& ar) {
-  FieldSem f = op_info(n.op).field;
   TensorId a = g.operands(n)[0], b = g.operands(n)[1];
   int r = g.type(out).rank;
   int d = -1;
   for (TensorId t : {a, b})
     if (d < 0 && made_by_concat(g, t)) d = g.node(g.tensor(t).producer).attrs.dim + (r - g.type(t).rank);
-  if (d < 0) return binary_expr(f, ex[a], ex[b], ar);
+  if (d < 0) return binary_expr(n.op, ex[a], ex[b], ar);
   auto cut = [&](TensorId t) {
     std::vector<Piece> p;
     int dt = d - (r - g.type(t).rank);
@@ -377,7 +371,7 @@ ExprId elementwise(const Graph& g, const Node& n, TensorId out, std::span<const 
   };
   ExprId result = kNoExpr;
   zip_pieces(cut(a), cut(b), [&](int64_t, ExprId ea, ExprId eb) {
-    ExprId e = binary_expr(f, ea, eb, ar);
+    ExprId e = binary_expr(n.op, ea, eb, ar);
     result = result == kNoExpr ? e : ar.cat(result, e);
   });
   return result;
@@ -416,6 +410,24 @@ ExprId reduce(const Graph& g, const Node& n, std::span<const ExprId> ex, ExprAre
 }
 
 }  // namespace
+
+ExprKind binary_kind(OpCode op) {
+  switch (op_info(op).field) {
+    case FieldSem::Add:
+    case FieldSem::Sub:
+      return ExprKind::Add;  // signs are ignored
+    case FieldSem::Mul:
+      return ExprKind::Mul;
+    case FieldSem::Div:
+      return ExprKind::Div;
+    case FieldSem::Max:
+      return ExprKind::Shift;
+    default:
+      break;
+  }
+  MG_CHECK(false, "no abstraction for binary op " + std::string(op_name(op)));
+  return ExprKind::Shift;
+}
 
 ExprId abstract_node(const Graph& g, const Node& n, int result, std::span<const ExprId> ex,
                      std::span<const ExprId> operand_exprs, ExprArena& ar) {

@@ -75,6 +75,11 @@ class SubexprOracle {
     std::vector<uint32_t> cls;  // by ExprId: kUnseen, UINT32_MAX (not in the e-graph) or the e-class
   };
   uint32_t class_of(const ExprArena& arena, ExprId e, TermClasses& memo) const;
+  // The e-class of one e-node over e-classes (UINT32_MAX: none): what class_of finds for a term whose children
+  // have these classes, without making the term.
+  uint32_t class_of_node(ExprKind kind, int64_t payload, uint32_t a, uint32_t b = UINT32_MAX) const {
+    return find_node(Key{kind, payload, a, b});
+  }
   bool is_subexpr(const ExprArena& arena, ExprId e, TermClasses& memo) const;
   bool is_equivalent(const ExprArena& arena, ExprId e, TermClasses& memo) const;
   int distance(const ExprArena& arena, ExprId e, TermClasses& memo) const {

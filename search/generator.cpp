@@ -105,7 +105,9 @@ struct BTensor {
   bool epilogue = false;
   uint8_t scalar_chain = 0;
   OpCode scalar = OpCode::input;  // mul_scalar or add_scalar when the tensor is one's result
-  uint32_t cls = UINT32_MAX;      // e-class of expr in the spec's e-graph (SubexprOracle::class_of)
+  uint32_t cls = UINT32_MAX;      // e-class of expr in the spec's e-graph (SubexprOracle::class_of), where the
+                                  // op shows what it computes (not a scalar op or a max subtraction)
+  uint32_t eclass = UINT32_MAX;   // e-class of expr, always (UINT32_MAX: not in the e-graph)
   bool shifted = false;           // x - max: its max is taken already
   uint8_t maxdep = 0;             // scaled by exp(-m) for a max m that is partial over these header axes
   bool squared = false;           // square(x)
@@ -750,6 +752,7 @@ class Explorer {
       t.shift = k.shift;
       t.labels = k.labels;
       t.dist = k.dist;
+      t.eclass = class_of(k.expr);
       for (int d = 0; d < k.labels.rank; ++d) {
         Label l = k.labels.dims[static_cast<size_t>(d)];
         int bit = l.unit() ? -1 : b.h.bit(l);
@@ -883,6 +886,12 @@ class Explorer {
       default:
         return false;
     }
+    // An elementwise op over two values of the e-graph: its term is one e-node over their classes, so the
+    // oracle answers before the op is built (most candidate ops end here).
+    if (info.kind == OpKind::Binary && sh_.options.abstract_pruning && !x.shift && !y->shift &&
+        x.eclass != UINT32_MAX && y->eclass != UINT32_MAX &&
+        !sh_.oracle->is_subexpr_class(sh_.oracle->class_of_node(ir::binary_kind(op), 0, x.eclass, y->eclass)))
+      return prune("abstract"), false;
     size_t before = b.g.nodes().size();
     ExprId e = append_checked(b.g, op, std::span<const TensorId>(operands.begin(), operands.size()), a, b.ex,
                               b.operand_exprs);
@@ -903,6 +912,7 @@ class Explorer {
           return false;
         }
     t.cls = hides ? UINT32_MAX : cls;
+    t.eclass = cls;
     t.dist = cls == UINT32_MAX || !sh_.options.abstract_pruning
                  ? 0
                  : static_cast<uint8_t>(sh_.oracle->distance_of_class(cls));
@@ -923,29 +933,37 @@ class Explorer {
     b.g.truncate(b.g.nodes().size() - 1);
   }
 
-  // Block ops over tensors [from, to) of the stage, in canonical order after `last`.
+  // Block ops over the stage's tensors from `lo` on, in canonical order after `last`. Only an op whose newest
+  // operand ties with `last`'s needs its full rank to decide; `extend` ranks the ones that are kept.
   template <class F>
   void for_each_block_op(Block& b, TensorId lo, Rank last, bool epilogue, F&& f) {
+    // The block-level binary and matmul ops, from the op table once.
+    static const std::vector<OpCode> pair_ops = [] {
+      std::vector<OpCode> ops;
+      for (const ir::OpInfo& info : ir::all_ops())
+        if ((info.levels & ir::kBlockLevel) && (info.kind == OpKind::Binary || info.kind == OpKind::Matmul))
+          ops.push_back(static_cast<OpCode>(&info - ir::all_ops().data()));
+      return ops;
+    }();
     TensorId n = static_cast<TensorId>(b.bt.size());
     auto eligible = [&](TensorId t) { return t >= lo && b.bt[t].epilogue == epilogue; };
+    auto after_last = [&](std::span<const TensorId> operands, OpCode op, const Attrs& at) {
+      uint32_t newest = *std::max_element(operands.begin(), operands.end()) + 1;
+      if (newest != last.newest) return newest > last.newest;
+      return last < rank_of(operands, op, attr_key(at));
+    };
     for (TensorId a = lo; a < n; ++a) {
       if (!eligible(a)) continue;
       for_each_unary_like(b.g.type(a), b.bt[a].labels, b.bt[a].expr, [&](OpCode op, const Attrs& at) {
         if (!ir::op_at_level(op, ir::kBlockLevel)) return;
-        Rank r = rank_of(std::array<TensorId, 1>{a}, op, attr_key(at));
-        if (!(last < r)) return;
-        f(op, {a}, at, r);
+        if (after_last(std::array<TensorId, 1>{a}, op, at)) f(op, {a}, at);
       });
       for (TensorId c = lo; c < n; ++c) {
-        if (a == c || !eligible(c)) continue;
-        for (const ir::OpInfo& info : ir::all_ops()) {
-          if (!(info.levels & ir::kBlockLevel)) continue;
-          OpCode op = static_cast<OpCode>(&info - ir::all_ops().data());
-          bool binary = info.kind == OpKind::Binary && ((info.facts & ir::kCommutative) == 0 || a < c);
-          if (!binary && info.kind != OpKind::Matmul) continue;
-          Rank r = rank_of(std::array<TensorId, 2>{a, c}, op, 0);
-          if (!(last < r)) continue;
-          f(op, {a, c}, Attrs{}, r);
+        if (a == c || !eligible(c) || std::max(a, c) + 1 < last.newest) continue;
+        for (OpCode op : pair_ops) {
+          const ir::OpInfo& info = ir::op_info(op);
+          if (info.kind == OpKind::Binary && (info.facts & ir::kCommutative) != 0 && a > c) continue;
+          if (after_last(std::array<TensorId, 2>{a, c}, op, Attrs{})) f(op, {a, c}, Attrs{});
         }
       }
     }
@@ -977,14 +995,14 @@ class Explorer {
   template <class Next>
   void extend(Block& b, Rank last, bool epilogue, Next&& next) {
     TensorId pending = pending_scalar(b);
-    for_each_block_op(b, 0, last, epilogue, [&](OpCode op, std::initializer_list<TensorId> ops, const Attrs& a, Rank r) {
+    for_each_block_op(b, 0, last, epilogue, [&](OpCode op, std::initializer_list<TensorId> ops, const Attrs& a) {
       if (stopped()) return;
       if (pending != kNone && std::find(ops.begin(), ops.end(), pending) == ops.end()) return prune("scalar");
       if (!block_try(b, op, ops, a, epilogue)) return;
       if (b.too_far())
         prune("distance");
       else
-        next(r);
+        next(rank_of(std::span<const TensorId>(ops.begin(), ops.size()), op, attr_key(a)));
       block_undo(b);
     });
   }
@@ -1085,6 +1103,7 @@ class Explorer {
     if (e == ir::kNoExpr) return false;
     t.expr = e;
     t.shift = op == OpCode::acc_max;
+    t.eclass = t.shift ? UINT32_MAX : class_of(e);
     t.dist = distance(e);
     check_step(b.bt[x].dist, e);
     b.bt.push_back(t);
