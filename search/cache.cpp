@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ir/diagnostic.h"
+#include "search/build_id.h"
 #include "search/result_io.h"
 #include "search/text_hash.h"
 
@@ -72,6 +73,7 @@ std::string cache_key(const std::string& canonical_spec, const targets::Target& 
     add_part(material, "target file", *content);
   }
   add_part(material, "morgana", MORGANA_VERSION);
+  add_part(material, "build", MORGANA_BUILD_ID);
   add_part(material, "result format", std::to_string(kResultFormatVersion));
   const SearchOptions o = answer_options(options);
   std::string opts = "max_kernel_ops=" + std::to_string(o.max_kernel_ops) +
