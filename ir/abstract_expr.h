@@ -116,9 +116,9 @@ std::vector<ExprId> abstract_block_exprs(const Graph& block_graph, std::span<con
 // block graph, of the block op's operands.
 ExprId abstract_node(const Graph& g, const Node& n, int result, std::span<const ExprId> tensor_exprs,
                      std::span<const ExprId> operand_exprs, ExprArena& arena);
-// The term kind of an elementwise binary op over plain operands: Add for add and sub (signs are ignored), Mul,
-// Div; Shift (a max) otherwise. The term is that one node over the operands' terms, but where an operand is
-// Shift (neutral) or a concat (its pieces combine piece by piece).
+// The term kind of an elementwise binary op over plain operands: Add for add and sub (signs are ignored),
+// Mul, Div; Shift (a max) otherwise. The term is that one node over the operands' terms, but where an operand
+// is Shift (neutral) or a concat (its pieces combine piece by piece).
 ExprKind binary_kind(OpCode op);
 // The spec's output expressions, in return order (the oracle's roots).
 std::vector<ExprId> output_exprs(const Graph& kernel_graph, ExprArena& arena);

@@ -313,8 +313,9 @@ class Saturator {
         each(a, ExprKind::Mul, [&](Key x) { eq(c, M(x.a, M(x.b, b))); });
         each(b, ExprKind::Mul, [&](Key y) { eq(c, M(M(a, y.a), y.b)); });
         // Distributivity, except over a square: expanding (x + y)·(x + y) gives the pairwise products, and
-        // through them the products of every sub-sum with every other (nTrans's Rms of a three-term sum: 71,000
-        // e-nodes after 8 rounds and still growing, against 312 saturated without). A square is computed whole.
+        // through them the products of every sub-sum with every other (nTrans's Rms of a three-term sum:
+        // 71,000 e-nodes after 8 rounds and still growing, against 312 saturated without). A square is
+        // computed whole.
         if (g_.find(a) != g_.find(b)) each(a, ExprKind::Add, [&](Key x) { eq(c, A(M(x.a, b), M(x.b, b))); });
         each(b, ExprKind::Div, [&](Key y) { eq(c, D(M(a, y.a), y.b)); });        // x·(y/z) = (x·y)/z
         each(a, ExprKind::Sum, [&](Key x) {  // Sum(k, x)·y = Sum(k, x·y), y invariant
@@ -392,21 +393,23 @@ void split_cats(const ExprArena& ar, ExprId e, std::vector<ExprId>& out) {
   }
 }
 
-// Per e-class, the distance to a target (SubexprOracle::distance): a shortest path over "is a child of an e-node
-// of" from every class to the targets' classes, by 0-1 BFS from the targets down. A step costs one op, except
-// where one op makes two nested e-nodes at once: rsqrt is Div(One, Sqrt), and where `fused_ops` allows them a
-// matmul is Sum over Mul, softmax is Div(Exp, Sum(Exp)), and a matmul or reduction over a concat's pieces adds
-// the pieces' sums. Those outer steps (Div(One, ·) over a class with a Sqrt e-node, Div(·, ...) over one with
-// Exp, Sum over one with Mul, Add over one with Sum) cost nothing, so that every op costs at most one and the
-// distance stays a lower bound. The arena merges nested sums, so a sum
-// over a Sum(b, x) value makes Sum(k, x) directly: a class holding Sum(b, X) is also one step from every class
-// holding Sum(k, X) with b | k.
-std::vector<uint8_t> target_distances(const EGraph& g, const std::vector<uint32_t>& roots, FusedOps fused_ops) {
+// Per e-class, the distance to a target (SubexprOracle::distance): a shortest path over "is a child of an
+// e-node of" from every class to the targets' classes, by 0-1 BFS from the targets down. A step costs one op,
+// except where one op makes two nested e-nodes at once: rsqrt is Div(One, Sqrt), and where `fused_ops` allows
+// them a matmul is Sum over Mul, softmax is Div(Exp, Sum(Exp)), and a matmul or reduction over a concat's
+// pieces adds the pieces' sums. Those outer steps (Div(One, ·) over a class with a Sqrt e-node, Div(·, ...)
+// over one with Exp, Sum over one with Mul, Add over one with Sum) cost nothing, so that every op costs at
+// most one and the distance stays a lower bound. The arena merges nested sums, so a sum over a Sum(b, x)
+// value makes Sum(k, x) directly: a class holding Sum(b, X) is also one step from every class holding
+// Sum(k, X) with b | k.
+std::vector<uint8_t> target_distances(const EGraph& g, const std::vector<uint32_t>& roots,
+                                      FusedOps fused_ops) {
   constexpr uint32_t kFar = 255;
   size_t n = g.num_ids();
   std::vector<uint8_t> has(n, 0);  // kinds present in a class: bit 0 Mul, 1 Sqrt, 2 Sum, 3 Exp
   uint32_t one = kNone;
-  std::unordered_map<uint32_t, std::vector<std::pair<int64_t, uint32_t>>> sums_over;  // X -> (k, class of Sum(k, X))
+  // Per class X, the (k, class) of every Sum(k, X) e-node.
+  std::unordered_map<uint32_t, std::vector<std::pair<int64_t, uint32_t>>> sums_over;
   for (uint32_t i = 0; i < g.num_nodes(); ++i) {
     const Key& k = g.node(i);
     uint32_t c = g.node_class(i);

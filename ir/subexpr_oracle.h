@@ -19,10 +19,10 @@ struct OracleLimits {
   size_t max_nodes = 150000;  // e-nodes; the round in which this is passed is the last
 };
 
-// The ops the queried graphs may contain that make two nested e-nodes at once (rsqrt, Div(One, Sqrt(x)), always
-// may). distance() lets each take its outer step for free, so it is a lower bound for graphs within this list;
-// leaving out what a caller never builds makes it tighter (a matmul's free step makes every product one step from
-// a sum of products, which is most of a norm or an attention).
+// The ops the queried graphs may contain that make two nested e-nodes at once (rsqrt, Div(One, Sqrt(x)),
+// always may). distance() lets each take its outer step for free, so it is a lower bound for graphs within
+// this list; leaving out what a caller never builds makes it tighter (a matmul's free step makes every
+// product one step from a sum of products, which is most of a norm or an attention).
 struct FusedOps {
   bool matmul = true;   // Sum(k, Mul(a, b))
   bool softmax = true;  // Div(Exp(x), Sum(k, Exp(x)))
@@ -60,23 +60,24 @@ class SubexprOracle {
 
   // A lower bound on the number of ops (of the op table, each abstracted as in abstract_node) that any
   // computation must still apply to a value of term `e` before a result equivalent to a target: the length of
-  // the shortest path from e's e-class up to a target's class, where a step is one e-node that has the class as
-  // a child (docs/abstract-expressions.md, "Distance to a target"). 0 when e has no e-class (Shift, Cat, not
-  // in the e-graph): no bound. The search prunes a prefix whose open values are further from the targets than
-  // the ops it may still add.
+  // the shortest path from e's e-class up to a target's class, where a step is one e-node that has the class
+  // as a child (docs/abstract-expressions.md, "Distance to a target"). 0 when e has no e-class (Shift, Cat,
+  // not in the e-graph): no bound. The search prunes a prefix whose open values are further from the targets
+  // than the ops it may still add.
   int distance(const ExprArena& arena, ExprId e) const;
   int distance_of_class(uint32_t cls) const { return cls < dist_.size() ? dist_[cls] : 0; }
   bool is_subexpr_class(uint32_t cls) const { return cls < sub_.size() && sub_[cls]; }
 
   // The same queries for a caller that asks about many terms of one arena sharing sub-terms (the search: each
-  // new op's term is one e-node over terms it has asked about before). `memo` remembers the e-class of every term
-  // looked up, by ExprId, so a query costs one table probe for its new top node. One memo per arena and thread.
+  // new op's term is one e-node over terms it has asked about before). `memo` remembers the e-class of every
+  // term looked up, by ExprId, so a query costs one table probe for its new top node. One memo per arena and
+  // thread.
   struct TermClasses {
     std::vector<uint32_t> cls;  // by ExprId: kUnseen, UINT32_MAX (not in the e-graph) or the e-class
   };
   uint32_t class_of(const ExprArena& arena, ExprId e, TermClasses& memo) const;
-  // The e-class of one e-node over e-classes (UINT32_MAX: none): what class_of finds for a term whose children
-  // have these classes, without making the term.
+  // The e-class of one e-node over e-classes (UINT32_MAX: none): what class_of finds for a term whose
+  // children have these classes, without making the term.
   uint32_t class_of_node(ExprKind kind, int64_t payload, uint32_t a, uint32_t b = UINT32_MAX) const {
     return find_node(Key{kind, payload, a, b});
   }

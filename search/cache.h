@@ -19,7 +19,8 @@ namespace morgana::search {
 SearchOptions answer_options(const SearchOptions& options);
 
 // 32 hex digits over the spec's canonical text, the content of the target file and of every file in its base
-// chain, MORGANA_VERSION and the commit it was built from (MORGANA_BUILD_ID), and answer_options() without the shard; a shard i/n with n > 1 appends
+// chain, MORGANA_VERSION and the commit it was built from (MORGANA_BUILD_ID), and answer_options() without
+// the shard; a shard i/n with n > 1 appends
 // "-shard-i-of-n", so shards of one search share the part before the dash (merge_results checks it, and gives
 // the merged result that part). Throws UserError when a target file cannot be read.
 std::string cache_key(const std::string& canonical_spec, const targets::Target& target,

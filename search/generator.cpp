@@ -105,9 +105,9 @@ struct BTensor {
   bool epilogue = false;
   uint8_t scalar_chain = 0;
   OpCode scalar = OpCode::input;  // mul_scalar or add_scalar when the tensor is one's result
-  uint32_t cls = UINT32_MAX;      // e-class of expr in the spec's e-graph (SubexprOracle::class_of), where the
-                                  // op shows what it computes (not a scalar op or a max subtraction)
-  uint32_t eclass = UINT32_MAX;   // e-class of expr, always (UINT32_MAX: not in the e-graph)
+  uint32_t cls = UINT32_MAX;     // e-class of expr in the spec's e-graph (SubexprOracle::class_of), where the
+                                 // op shows what it computes (not a scalar op or a max subtraction)
+  uint32_t eclass = UINT32_MAX;  // e-class of expr, always (UINT32_MAX: not in the e-graph)
   bool shifted = false;           // x - max: its max is taken already
   uint8_t maxdep = 0;             // scaled by exp(-m) for a max m that is partial over these header axes
   bool squared = false;           // square(x)
@@ -233,8 +233,8 @@ class Explorer {
     return !sh_.options.abstract_pruning || sh_.oracle->is_subexpr(arena_, e, classes_);
   }
 
-  // The distance bound (SubexprOracle::distance): a value nothing has consumed yet must still become part of an
-  // output, through at least its distance in ops. Off with abstract pruning, whose e-graph it reads.
+  // The distance bound (SubexprOracle::distance): a value nothing has consumed yet must still become part of
+  // an output, through at least its distance in ops. Off with abstract pruning, whose e-graph it reads.
   uint8_t distance(ExprId e) const {
     return sh_.options.abstract_pruning ? static_cast<uint8_t>(sh_.oracle->distance(arena_, e, classes_)) : 0;
   }
@@ -250,8 +250,9 @@ class Explorer {
   void check_step(int operand_dist, ExprId result) const {
 #ifndef NDEBUG
     if (!sh_.options.abstract_pruning || class_of(result) == UINT32_MAX) return;
-    MG_CHECK(operand_dist <= distance(result) + 1,
-             "generator: an op moved a value more than one step towards the spec (" + arena_.str(result) + ")");
+    MG_CHECK(
+        operand_dist <= distance(result) + 1,
+        "generator: an op moved a value more than one step towards the spec (" + arena_.str(result) + ")");
 #else
     (void)operand_dist;
     (void)result;
@@ -462,7 +463,9 @@ class Explorer {
     }
     return true;
   }
-  bool exp_of_is_subexpr(ExprId e) { return sh_.oracle->is_subexpr(arena_, arena_.unary(ExprKind::Exp, e), classes_); }
+  bool exp_of_is_subexpr(ExprId e) {
+    return sh_.oracle->is_subexpr(arena_, arena_.unary(ExprKind::Exp, e), classes_);
+  }
 
   // Predefined kernel ops over the current tensors: the op table's unary, binary, matmul, reduce and norm rows.
   template <class F>
@@ -708,7 +711,8 @@ class Explorer {
     return !bodies.empty();
   }
 
-  // Memoised: the block graphs of a skeleton (at the representative sizes `rep`), `later` kernel ops after it.
+  // Memoised: the block graphs of a skeleton (at the representative sizes `rep`), with `later` kernel ops
+  // after it.
   const std::vector<Structure>& structures(const Skeleton& sk, const ir::BlockParams& rep, int later) {
     bool final = later == 0;
     uint64_t key = ir::hash_mix(static_cast<uint64_t>(later), rep.threads);
@@ -995,7 +999,7 @@ class Explorer {
   template <class Next>
   void extend(Block& b, Rank last, bool epilogue, Next&& next) {
     TensorId pending = pending_scalar(b);
-    for_each_block_op(b, 0, last, epilogue, [&](OpCode op, std::initializer_list<TensorId> ops, const Attrs& a) {
+    auto try_op = [&](OpCode op, std::initializer_list<TensorId> ops, const Attrs& a) {
       if (stopped()) return;
       if (pending != kNone && std::find(ops.begin(), ops.end(), pending) == ops.end()) return prune("scalar");
       if (!block_try(b, op, ops, a, epilogue)) return;
@@ -1004,7 +1008,8 @@ class Explorer {
       else
         next(rank_of(std::span<const TensorId>(ops.begin(), ops.size()), op, attr_key(a)));
       block_undo(b);
-    });
+    };
+    for_each_block_op(b, 0, last, epilogue, try_op);
   }
 
   // Accumulators: every open body value gets one (and a max that some rescaling sum uses may get one too).
@@ -1415,11 +1420,11 @@ void collect_constants(Generator::Shared& sh) {
   }
 }
 
-// What the oracle's distance may assume of the candidates (ir::FusedOps): the generator builds no softmax and no
-// concat (for_each_predefined), and a matmul that sums over a real axis only where some input has that axis last
-// and some input has it second to last. Every op keeps a label at its place counted from the right (elementwise
-// ops broadcast right-aligned, a matmul keeps its operands' two last places, a reduction leaves a unit label), so
-// the places an axis can take are the ones it has in the inputs.
+// What the oracle's distance may assume of the candidates (ir::FusedOps): the generator builds no softmax and
+// no concat (for_each_predefined), and a matmul that sums over a real axis only where some input has that
+// axis last and some input has it second to last. Every op keeps a label at its place counted from the right
+// (elementwise ops broadcast right-aligned, a matmul keeps its operands' two last places, a reduction leaves
+// a unit label), so the places an axis can take are the ones it has in the inputs.
 ir::FusedOps fused_ops(const Generator::Shared& sh) {
   ir::FusedOps f;
   f.softmax = false;

@@ -380,7 +380,7 @@ TEST(SubexprOracle, DistanceCountsTheOpsStillNeeded) {
   const FusedOps no_matmul{.matmul = false, .softmax = false, .concat = false};
   const char* matmul = "Sum(64, Mul(x0, x1))";
   EXPECT_EQ(dist(matmul, matmul, all), 0);
-  EXPECT_EQ(dist(matmul, "x0", all), 1);  // matmul(x0, x1)
+  EXPECT_EQ(dist(matmul, "x0", all), 1);        // matmul(x0, x1)
   EXPECT_EQ(dist(matmul, "x0", no_matmul), 2);  // mul, then reduce_sum
   EXPECT_EQ(dist(matmul, "Mul(x1, x0)", no_matmul), 1);
   EXPECT_EQ(dist(matmul, "Sum(16, Mul(x0, x1))", no_matmul), 1);  // a partial sum: one more sum
