@@ -58,6 +58,21 @@ TEST(Search, FindsAttentionInOneKernelWithMaxSubtraction) {
   EXPECT_EQ(count(best, "exp("), 1) << best;
 }
 
+TEST(Search, FindsNTransInOneKernelAndCompletes) {
+  // Elementwise ops around two norms: many small programs compute the output; the distance bound and the
+  // saturated e-graph (no expanded squares) keep the space small enough to finish.
+  SearchOptions o = small();
+  o.max_kernel_ops = 1;
+  o.max_block_ops = 8;
+  SearchResult r = search(spec("ntrans_small"), h200(), o);
+  ASSERT_TRUE(r.found());
+  EXPECT_FALSE(r.stats.timed_out);
+  EXPECT_GT(r.stats.pruned["distance"], 0u);
+  const std::string& best = r.top[0].mugraph;
+  EXPECT_EQ(count(best, "= block("), 1) << best;
+  EXPECT_EQ(count(best, "rms_norm("), 2) << best;
+}
+
 TEST(Search, ThreadCountDoesNotChangeTheAnswer) {
   SearchResult one = search(spec("gated_mlp_small"), h200(), small(1));
   SearchResult two = search(spec("gated_mlp_small"), h200(), small(2));
