@@ -558,73 +558,62 @@ uint32_t SubexprOracle::find_node(const Key& k) const {
   }
 }
 
-uint32_t SubexprOracle::lookup(const ExprArena& ar, ExprId e, Memo& memo) const {
+// Both memo kinds (a query's own Memo, a caller's TermClasses) go through these three.
+template <class M>
+uint32_t SubexprOracle::lookup(const ExprArena& ar, ExprId e, M& memo) const {
   uint32_t v;
   if (memo.get(e, v)) return v;
   const ExprNode& n = ar.node(e);
   Key k{n.kind, n.payload, kNone, kNone};
-  if (n.kind == ExprKind::Cat) return kNone;
-  if (n.a != kNoExpr && (k.a = lookup(ar, n.a, memo)) == kNone) return kNone;
-  if (n.b != kNoExpr && (k.b = lookup(ar, n.b, memo)) == kNone) return kNone;
-  v = find_node(k);
+  v = kNone;
+  if (n.kind != ExprKind::Cat && (n.a == kNoExpr || (k.a = lookup(ar, n.a, memo)) != kNone) &&
+      (n.b == kNoExpr || (k.b = lookup(ar, n.b, memo)) != kNone))
+    v = find_node(k);
   memo.put(e, v);
   return v;
 }
 
-uint32_t SubexprOracle::lookup_root(const ExprArena& ar, ExprId e) const {
+template <class M>
+bool SubexprOracle::subexpr_with(const ExprArena& ar, ExprId e, M& memo) const {
+  const ExprNode& n = ar.node(e);
+  if (n.kind == ExprKind::Shift) return true;
+  if (n.kind == ExprKind::Cat) return subexpr_with(ar, n.a, memo) && subexpr_with(ar, n.b, memo);
+  return is_subexpr_class(lookup(ar, e, memo));
+}
+
+template <class M>
+bool SubexprOracle::equivalent_with(const ExprArena& ar, ExprId e, M& memo) const {
+  const ExprNode& n = ar.node(e);
+  if (n.kind == ExprKind::Cat) return equivalent_with(ar, n.a, memo) && equivalent_with(ar, n.b, memo);
+  uint32_t c = lookup(ar, e, memo);
+  return c != kNone && root_[c];
+}
+
+uint32_t SubexprOracle::class_of(const ExprArena& ar, ExprId e) const {
   Memo memo;
   return lookup(ar, e, memo);
 }
 
 bool SubexprOracle::is_subexpr(const ExprArena& ar, ExprId e) const {
-  const ExprNode& n = ar.node(e);
-  if (n.kind == ExprKind::Shift) return true;
-  if (n.kind == ExprKind::Cat) return is_subexpr(ar, n.a) && is_subexpr(ar, n.b);
-  uint32_t c = lookup_root(ar, e);
-  return c != kNone && sub_[c];
-}
-
-namespace {
-constexpr uint32_t kUnseen = UINT32_MAX - 1;
-}
-
-uint32_t SubexprOracle::class_of(const ExprArena& ar, ExprId e, TermClasses& memo) const {
-  if (e >= memo.cls.size()) memo.cls.resize(std::max<size_t>(ar.size(), e + 1), kUnseen);
-  if (memo.cls[e] != kUnseen) return memo.cls[e];
-  const ExprNode& n = ar.node(e);
-  Key k{n.kind, n.payload, kNone, kNone};
-  uint32_t c = kNone;
-  if (n.kind != ExprKind::Cat && (n.a == kNoExpr || (k.a = class_of(ar, n.a, memo)) != kNone) &&
-      (n.b == kNoExpr || (k.b = class_of(ar, n.b, memo)) != kNone))
-    c = find_node(k);
-  memo.cls[e] = c;  // after the recursion, which may have grown the vector
-  return c;
-}
-
-bool SubexprOracle::is_subexpr(const ExprArena& ar, ExprId e, TermClasses& memo) const {
-  const ExprNode& n = ar.node(e);
-  if (n.kind == ExprKind::Shift) return true;
-  if (n.kind == ExprKind::Cat) return is_subexpr(ar, n.a, memo) && is_subexpr(ar, n.b, memo);
-  return is_subexpr_class(class_of(ar, e, memo));
-}
-
-bool SubexprOracle::is_equivalent(const ExprArena& ar, ExprId e, TermClasses& memo) const {
-  const ExprNode& n = ar.node(e);
-  if (n.kind == ExprKind::Cat) return is_equivalent(ar, n.a, memo) && is_equivalent(ar, n.b, memo);
-  uint32_t c = class_of(ar, e, memo);
-  return c != kNone && root_[c];
-}
-
-int SubexprOracle::distance(const ExprArena& ar, ExprId e) const {
-  uint32_t c = lookup_root(ar, e);
-  return c == kNone ? 0 : distance_of_class(c);
+  Memo memo;
+  return subexpr_with(ar, e, memo);
 }
 
 bool SubexprOracle::is_equivalent(const ExprArena& ar, ExprId e) const {
-  const ExprNode& n = ar.node(e);
-  if (n.kind == ExprKind::Cat) return is_equivalent(ar, n.a) && is_equivalent(ar, n.b);
-  uint32_t c = lookup_root(ar, e);
-  return c != kNone && root_[c];
+  Memo memo;
+  return equivalent_with(ar, e, memo);
+}
+
+uint32_t SubexprOracle::class_of(const ExprArena& ar, ExprId e, TermClasses& memo) const {
+  return lookup(ar, e, memo);
+}
+
+bool SubexprOracle::is_subexpr(const ExprArena& ar, ExprId e, TermClasses& memo) const {
+  return subexpr_with(ar, e, memo);
+}
+
+bool SubexprOracle::is_equivalent(const ExprArena& ar, ExprId e, TermClasses& memo) const {
+  return equivalent_with(ar, e, memo);
 }
 
 }  // namespace morgana::ir

@@ -5,6 +5,7 @@
 // case, no mutation, safe to call from many threads at once.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -56,7 +57,7 @@ class SubexprOracle {
 
   // The e-class of `e` in the saturated e-graph (terms equal under A_eq share it), or UINT32_MAX when `e` is not
   // in the e-graph. The search uses it to spot a second way of computing a value it already has.
-  uint32_t class_of(const ExprArena& arena, ExprId e) const { return lookup_root(arena, e); }
+  uint32_t class_of(const ExprArena& arena, ExprId e) const;
 
   // A lower bound on the number of ops (of the op table, each abstracted as in abstract_node) that any
   // computation must still apply to a value of term `e` before a result equivalent to a target: the length of
@@ -64,7 +65,7 @@ class SubexprOracle {
   // as a child (docs/abstract-expressions.md, "Distance to a target"). 0 when e has no e-class (Shift, Cat,
   // not in the e-graph): no bound. The search prunes a prefix whose open values are further from the targets
   // than the ops it may still add.
-  int distance(const ExprArena& arena, ExprId e) const;
+  int distance(const ExprArena& arena, ExprId e) const { return distance_of_class(class_of(arena, e)); }
   int distance_of_class(uint32_t cls) const { return cls < dist_.size() ? dist_[cls] : 0; }
   bool is_subexpr_class(uint32_t cls) const { return cls < sub_.size() && sub_[cls]; }
 
@@ -73,7 +74,17 @@ class SubexprOracle {
   // term looked up, by ExprId, so a query costs one table probe for its new top node. One memo per arena and
   // thread.
   struct TermClasses {
+    static constexpr uint32_t kUnseen = UINT32_MAX - 1;
     std::vector<uint32_t> cls;  // by ExprId: kUnseen, UINT32_MAX (not in the e-graph) or the e-class
+    bool get(ExprId e, uint32_t& v) const {
+      if (e >= cls.size() || cls[e] == kUnseen) return false;
+      v = cls[e];
+      return true;
+    }
+    void put(ExprId e, uint32_t v) {
+      if (e >= cls.size()) cls.resize(std::max<size_t>(2 * cls.size(), e + 1), kUnseen);
+      cls[e] = v;
+    }
   };
   uint32_t class_of(const ExprArena& arena, ExprId e, TermClasses& memo) const;
   // The e-class of one e-node over e-classes (UINT32_MAX: none): what class_of finds for a term whose
@@ -105,8 +116,13 @@ class SubexprOracle {
   struct Memo;
 
   uint32_t find_node(const Key& k) const;
-  uint32_t lookup(const ExprArena& arena, ExprId e, Memo& memo) const;
-  uint32_t lookup_root(const ExprArena& arena, ExprId e) const;
+  // The e-class of `e` (UINT32_MAX: none), and the two queries, with either memo kind.
+  template <class M>
+  uint32_t lookup(const ExprArena& arena, ExprId e, M& memo) const;
+  template <class M>
+  bool subexpr_with(const ExprArena& arena, ExprId e, M& memo) const;
+  template <class M>
+  bool equivalent_with(const ExprArena& arena, ExprId e, M& memo) const;
 
   const ExprArena* arena_;
   std::vector<Slot> table_;    // open addressing, power-of-two size

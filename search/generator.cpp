@@ -917,9 +917,7 @@ class Explorer {
         }
     t.cls = hides ? UINT32_MAX : cls;
     t.eclass = cls;
-    t.dist = cls == UINT32_MAX || !sh_.options.abstract_pruning
-                 ? 0
-                 : static_cast<uint8_t>(sh_.oracle->distance_of_class(cls));
+    t.dist = sh_.options.abstract_pruning ? static_cast<uint8_t>(sh_.oracle->distance_of_class(cls)) : 0;
     for (TensorId o : operands) check_step(b.bt[o].dist, e);
     b.bt.push_back(t);
     b.ex.push_back(e);
