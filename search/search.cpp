@@ -27,7 +27,8 @@ bool cheaper(const Candidate& a, const Candidate& b) {
   return a.cost_us != b.cost_us ? a.cost_us < b.cost_us : a.hash < b.hash;
 }
 
-// The cheapest kKeepPerTask candidates of one task, in (cost, hash) order.
+// The cheapest kKeepPerTask candidates of one task, in (cost, hash) order, and what a new candidate must beat to
+// be kept (the generator reads it through bound_ptr() and prunes prefixes that cost more).
 class TaskBest {
  public:
   void add(Candidate&& c) {
@@ -36,20 +37,14 @@ class TaskBest {
     if (at != best_.end() && at->hash == c.hash) return;
     best_.insert(at, std::move(c));
     if (best_.size() > kKeepPerTask) best_.pop_back();
+    if (best_.size() == kKeepPerTask) bound_ = best_.back().cost_us;
   }
   std::vector<Candidate>& items() { return best_; }
-  // What a new candidate must beat to be kept: the generator prunes prefixes that cost more.
-  double bound() const { return best_.size() < kKeepPerTask ? INFINITY : best_.back().cost_us; }
   const double* bound_ptr() const { return &bound_; }
-  void update_bound() { bound_ = bound(); }
-
- private:
-  double bound_ = INFINITY;
-
- public:
 
  private:
   std::vector<Candidate> best_;
+  double bound_ = INFINITY;
 };
 
 // The (kernel ops, block ops) limits of the deepening passes: with one kernel op, block graphs of 6, 8, 10, ... ops
@@ -135,7 +130,6 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
         gen->explore(tasks[i], stats[i], [&](Candidate&& c) {
           complete.fetch_add(1, std::memory_order_relaxed);
           found[i].add(std::move(c));
-          found[i].update_bound();
         }, stop, found[i].bound_ptr());
         if (!stop) done.fetch_add(1);
       });
