@@ -27,8 +27,8 @@ bool cheaper(const Candidate& a, const Candidate& b) {
   return a.cost_us != b.cost_us ? a.cost_us < b.cost_us : a.hash < b.hash;
 }
 
-// The cheapest kKeepPerTask candidates of one task, in (cost, hash) order, and what a new candidate must beat to
-// be kept (the generator reads it through bound_ptr() and prunes prefixes that cost more).
+// The cheapest kKeepPerTask candidates of one task, in (cost, hash) order, and what a new candidate must beat
+// to be kept (the generator reads it through bound_ptr() and prunes prefixes that cost more).
 class TaskBest {
  public:
   void add(Candidate&& c) {
