@@ -15,6 +15,9 @@ using cuda::CUDA_SUCCESS;
 using cuda::CUresult;
 using cuda::Driver;
 
+// Every buffer a launch takes starts at a multiple of this (the parameter contract, docs/runtime-api.md).
+constexpr uintptr_t kBufferAlignment = 16;
+
 uint64_t span_bytes(const bundle::Parameter& p) {
   // validate() bounded every span by 2^62 bytes when the bundle was read, so nothing here overflows.
   uint64_t last = 0;
@@ -162,8 +165,16 @@ Error Loader::check_arguments(const mg_program& p, void* const* args, size_t nar
                  "') is NULL; it needs a device buffer of " + std::to_string(p.params[i].span_bytes) +
                  " bytes");
   }
+  // Generated kernels move 16 bytes per access where the shapes allow (docs/lowering.md, "The parameter
+  // contract"); cudaMalloc and PyTorch's allocator give 256-byte alignment, a view at an odd offset may not.
+  for (size_t i = 0; i < nargs; ++i)
+    if (reinterpret_cast<uintptr_t>(args[i]) % kBufferAlignment != 0)
+      return bad(": argument " + std::to_string(i) + " ('" + p.params[i].name + "') is not " +
+                 std::to_string(kBufferAlignment) + "-byte aligned (a view at an offset? pass a contiguous copy)");
   if (p.info.workspace_bytes > 0 && workspace == nullptr)
     return bad(" needs a workspace of " + std::to_string(p.info.workspace_bytes) + " bytes, got NULL");
+  if (reinterpret_cast<uintptr_t>(workspace) % kBufferAlignment != 0)
+    return bad(": the workspace is not " + std::to_string(kBufferAlignment) + "-byte aligned");
   return {};
 }
 

@@ -59,7 +59,8 @@ enum class Range { any, positive, non_negative, fraction };  // fraction: 0 < x 
 // field's C++ type decides the TOML type the key must have.
 template <class Owner>
 using FieldRef = std::variant<int64_t& (*)(Owner&), double& (*)(Owner&), std::string& (*)(Owner&),
-                              bool& (*)(Owner&), std::vector<std::string>& (*)(Owner&)>;
+                              bool& (*)(Owner&), std::vector<std::string>& (*)(Owner&),
+                              std::vector<int64_t>& (*)(Owner&)>;
 
 template <class Owner>
 struct KeySpec {
@@ -148,6 +149,12 @@ const KeySpec<MatrixInstr> kMatrixKeys[] = {
     MG_MATRIX_KEY(scope, required, any, kScopes),
     MG_MATRIX_KEY(a_from, required, any, kOperandSources),
     MG_MATRIX_KEY(b_from, required, any, kOperandSources),
+    MG_MATRIX_KEY(a_rows, optional, any, NoChoices()),
+    MG_MATRIX_KEY(a_cols, optional, any, NoChoices()),
+    MG_MATRIX_KEY(b_rows, optional, any, NoChoices()),
+    MG_MATRIX_KEY(b_cols, optional, any, NoChoices()),
+    MG_MATRIX_KEY(c_rows, optional, any, NoChoices()),
+    MG_MATRIX_KEY(c_cols, optional, any, NoChoices()),
 };
 
 #undef MG_KEY
@@ -258,6 +265,16 @@ void check_type(const KeySpec<Owner>& spec, const toml::node& node, std::string_
           if (!node.is_string()) want = "a string";
         } else if constexpr (std::is_same_v<F, bool>) {
           if (!node.is_boolean()) want = "a boolean";
+        } else if constexpr (std::is_same_v<F, std::vector<int64_t>>) {
+          const toml::array* a = node.as_array();
+          if (!a) {
+            want = "an array of integers";
+          } else {
+            for (const toml::node& e : *a)
+              if (!e.is_integer())
+                fail(where + " must be an array of integers; this element is " + std::string(toml_type_name(e)),
+                     loc_of(e));
+          }
         } else {
           const toml::array* a = node.as_array();
           if (!a) {
@@ -458,6 +475,13 @@ void assign(Owner& owner, const KeySpec<Owner>& spec, const toml::node& node, st
           check_choice(field, node);
         } else if constexpr (std::is_same_v<F, bool>) {
           field = node.as_boolean()->get();
+        } else if constexpr (std::is_same_v<F, std::vector<int64_t>>) {
+          field.clear();
+          for (const toml::node& e : *node.as_array()) {
+            field.push_back(e.as_integer()->get());
+            if (field.back() < 0) fail(where + " must not hold negative numbers", loc_of(e));
+          }
+          if (field.empty()) fail(where + " must not be empty", loc_of(node));
         } else {
           field.clear();
           for (const toml::node& e : *node.as_array()) {
@@ -536,6 +560,64 @@ void validate_target(const Target& t, const Merged& m) {
          m.loc("identity", "arch"));
 }
 
+// A lane layout (docs/targets.md, "Lane layouts") must name every element of its operand exactly once: its lists
+// have one weight per bit of (lane, value), and the lanes are those of one warp or wave.
+void validate_lane_layouts(const Target& t, const MatrixInstr& mi, const toml::table& entry) {
+  auto at = [&](std::string_view key) { return loc_of(*entry.get(key)); };
+  struct Operand {
+    std::string_view rows, cols;
+    const std::vector<int64_t> &r, &c;
+    int64_t height, width;
+  };
+  const Operand operands[] = {{"a_rows", "a_cols", mi.a_rows, mi.a_cols, mi.m, mi.k},
+                              {"b_rows", "b_cols", mi.b_rows, mi.b_cols, mi.k, mi.n},
+                              {"c_rows", "c_cols", mi.c_rows, mi.c_cols, mi.m, mi.n}};
+  int present = 0;
+  for (const Operand& o : operands) present += entry.contains(o.rows) + entry.contains(o.cols);
+  if (present == 0) return;
+  for (const Operand& o : operands)
+    for (std::string_view key : {o.rows, o.cols})
+      if (!entry.contains(key))
+        fail("[[matrix]] '" + mi.op + "' gives lane layouts but not '" + std::string(key) +
+                 "' (a layout needs all six lists)",
+             loc_of(entry));
+  if (mi.scope != "warp" && mi.scope != "wave")
+    fail("lane layouts are only known for instructions of one warp or wave, not scope '" + mi.scope + "'",
+         at("a_rows"));
+  int lane_bits = std::countr_zero(static_cast<uint64_t>(t.execution.warp_size));
+  if (!std::has_single_bit(static_cast<uint64_t>(t.execution.warp_size)))
+    fail("lane layouts need a power-of-two warp size", at("a_rows"));
+  for (const Operand& o : operands) {
+    if (o.r.size() != o.c.size())
+      fail("'" + std::string(o.rows) + "' and '" + std::string(o.cols) + "' must have the same length", at(o.rows));
+    int bits = static_cast<int>(o.r.size());
+    int64_t elements = o.height * o.width;
+    if (bits < lane_bits || bits > 20 || (int64_t{1} << bits) != elements)
+      fail("'" + std::string(o.rows) + "' has " + std::to_string(bits) + " weights, but a " +
+               std::to_string(o.height) + "x" + std::to_string(o.width) + " operand over " +
+               std::to_string(t.execution.warp_size) + " lanes needs " + std::to_string(std::countr_zero(
+                   static_cast<uint64_t>(std::bit_ceil(static_cast<uint64_t>(elements))))) +
+               " (lane bits first, then value bits)",
+           at(o.rows));
+    std::vector<bool> seen(static_cast<size_t>(elements), false);
+    for (int64_t i = 0; i < elements; ++i) {
+      int64_t row = 0, col = 0;
+      for (int b = 0; b < bits; ++b)
+        if ((i >> b) & 1) {
+          row += o.r[static_cast<size_t>(b)];
+          col += o.c[static_cast<size_t>(b)];
+        }
+      if (row >= o.height || col >= o.width || seen[static_cast<size_t>(row * o.width + col)])
+        fail("'" + std::string(o.rows) + "'/'" + std::string(o.cols) + "' do not map (lane, value) one to one onto the " +
+                 std::to_string(o.height) + "x" + std::to_string(o.width) + " operand (lane " +
+                 std::to_string(i & ((int64_t{1} << lane_bits) - 1)) + ", value " + std::to_string(i >> lane_bits) +
+                 " lands on row " + std::to_string(row) + ", column " + std::to_string(col) + ")",
+             at(o.rows));
+      seen[static_cast<size_t>(row * o.width + col)] = true;
+    }
+  }
+}
+
 void validate_matrix(const Target& t, const Merged& m) {
   const VendorRule* rule = &vendor_rule(t.identity.vendor);
   bool any_warpgroup = false;
@@ -561,6 +643,7 @@ void validate_matrix(const Target& t, const Merged& m) {
                  ") is not a multiple of 'n_step' (" + std::to_string(mi.n_step) + ")",
              at("n_max"));
     }
+    validate_lane_layouts(t, mi, entry);
     if (mi.scope == "warpgroup") {
       any_warpgroup = true;
       if (!t.async.wgmma)

@@ -65,6 +65,13 @@ struct MatrixInstr {
   std::string scope;                  // lanes that execute it together: "warp" | "warpgroup" | "wave"
   std::vector<std::string> a_from;    // where operand A may live: "registers", "shared"
   std::vector<std::string> b_from;
+  // Lane layouts (docs/targets.md, "Lane layouts"), CuTe-style as data: for operand X (a: m×k, b: k×n, c: m×n,
+  // c also being D), the weight of each bit of (lane, value) on the row and on the column of the element that
+  // value `value` of lane `lane` holds, lane bits first. Empty when the file gives none; lowering uses only
+  // instructions that have them.
+  std::vector<int64_t> a_rows, a_cols, b_rows, b_cols, c_rows, c_cols;
+
+  bool has_lane_layouts() const { return !c_rows.empty(); }
 
   bool supports_n(int64_t candidate) const {
     return candidate >= n && candidate <= n_max && (candidate - n) % n_step == 0;

@@ -13,6 +13,9 @@ void require_nvidia(const targets::Target& t) {
                     " GPU; CUDA code is generated for nvidia targets only");
 }
 
+// What morgana_tile.cuh's mg::matmul_atom implements (mma.sync with ldmatrix, f16 and bf16).
+constexpr std::string_view kMatrixOps[] = {"mma.sync.aligned.m16n8k16"};
+
 }  // namespace
 
 const lower::Dialect& cuda_dialect() {
@@ -30,6 +33,8 @@ const lower::Dialect& cuda_dialect() {
       .storage_type = {"mg::f16", "mg::bf16", "float"},
       .define = "#define {}",
       .include = "#include \"{}\"",
+      .host_device = "__host__ __device__",
+      .matrix_ops = kMatrixOps,
       .exp = "expf",
       .sqrt = "sqrtf",
       .rsqrt = "rsqrtf",
@@ -40,7 +45,9 @@ const lower::Dialect& cuda_dialect() {
 
 lower::LoweredProgram lower(const ir::Graph& g, const targets::Target& target, const lower::LowerOptions& options) {
   require_nvidia(target);
-  return lower::lower(g, target, options);
+  lower::LowerOptions o = options;
+  o.matrix_ops.assign(cuda_dialect().matrix_ops.begin(), cuda_dialect().matrix_ops.end());
+  return lower::lower(g, target, o);
 }
 
 lower::GeneratedSource emit_cuda(const lower::LoweredProgram& p, const targets::Target& target) {

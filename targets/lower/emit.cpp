@@ -5,6 +5,7 @@
 // lines up as in numpy.
 #include "targets/lower/emit.h"
 
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -94,6 +95,55 @@ class Emitter {
     line("");
     line(fill(d_.define, "MG_WARP_SIZE " + std::to_string(t_.execution.warp_size)));
     for (const EmbeddedHeader& h : headers_) line(fill(d_.include, std::string(h.name)));
+    atoms();
+  }
+
+  // Named after the program, so that sources of several programs can be compiled together.
+  std::string atom_name(int i) const { return p_.name + "_atom" + std::to_string(i); }
+
+  // The weighted sum of the bits of (lane, value) that a lane layout describes, as an expression.
+  std::string layout_expr(const std::vector<int64_t>& weights) const {
+    const int lane_bits = std::countr_zero(static_cast<uint64_t>(t_.execution.warp_size));
+    std::string e;
+    for (size_t b = 0; b < weights.size(); ++b) {
+      if (weights[b] == 0) continue;
+      const bool lane = static_cast<int>(b) < lane_bits;
+      const int bit = lane ? static_cast<int>(b) : static_cast<int>(b) - lane_bits;
+      e += (e.empty() ? "" : " + ") + std::string("((") + (lane ? "lane" : "v") + " >> " + std::to_string(bit) +
+           ") & 1) * " + std::to_string(weights[b]);
+    }
+    return e.empty() ? "0" : e;
+  }
+
+  // Each matrix instruction the program uses, as a struct the tile library's mg::matmul_atom reads: its shape and
+  // its lane layouts (target file [[matrix]]), so the library places fragment elements by data, not by constants.
+  void atoms() {
+    std::vector<bool> used(t_.matrix.size(), false);
+    for (const Kernel& k : p_.kernels)
+      for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
+        for (const Stmt& s : *list)
+          if (s.atom >= 0) used[static_cast<size_t>(s.atom)] = true;
+    const std::string fn = std::string(d_.host_device) + " static constexpr int ";
+    for (size_t i = 0; i < used.size(); ++i) {
+      if (!used[i]) continue;
+      const targets::MatrixInstr& m = t_.matrix[i];
+      const int lane_bits = std::countr_zero(static_cast<uint64_t>(t_.execution.warp_size));
+      line("");
+      line("// " + m.op + " (target file [[matrix]] " + std::to_string(i + 1) + "): D[m x n] = A[m x k] B[k x n] + C; " +
+           "value v of lane `lane` holds the element at (x_row, x_col) of operand x.");
+      line("struct " + atom_name(static_cast<int>(i)) + " {");
+      line("  static constexpr int m = " + std::to_string(m.m) + ", n = " + std::to_string(m.n) +
+           ", k = " + std::to_string(m.k) + ";");
+      line("  static constexpr int a_values = " + std::to_string(1 << (m.a_rows.size() - lane_bits)) +
+           ", b_values = " + std::to_string(1 << (m.b_rows.size() - lane_bits)) +
+           ", c_values = " + std::to_string(1 << (m.c_rows.size() - lane_bits)) + ";");
+      const std::pair<const char*, const std::vector<int64_t>*> maps[] = {
+          {"a_row", &m.a_rows}, {"a_col", &m.a_cols}, {"b_row", &m.b_rows},
+          {"b_col", &m.b_cols}, {"c_row", &m.c_rows}, {"c_col", &m.c_cols}};
+      for (const auto& [name, weights] : maps)
+        line("  " + fn + name + "(int lane, int v) { return " + layout_expr(*weights) + "; }");
+      line("};");
+    }
   }
 
   // The pointer expression of a tensor in the kernel: its parameter, or a local for a workspace region.
@@ -173,14 +223,16 @@ class Emitter {
         return;
       case StmtKind::Load: {
         std::string at = placement(s, mask);
-        line(in + "mg::load<" + S(s.dst) + ", " + global_type(s.tensor) + ", " + mask + ">(" + t(s.dst) + ", " +
+        line(in + "mg::load<" + S(s.dst) + ", " + global_type(s.tensor) + ", " + mask + ", " +
+                 std::to_string(s.vector_bytes) + ", " + (s.async ? "true" : "false") + ">(" + t(s.dst) + ", " +
                  tensor_ref(s.tensor) + ", " + at + ", " + float_literal(s.pad) + ");",
              origin);
         return;
       }
       case StmtKind::Store: {
         std::string at = placement(s, mask);
-        line(in + "mg::store<" + S(s.a) + ", " + global_type(s.tensor) + ", " + mask + ">(" + tensor_ref(s.tensor) +
+        line(in + "mg::store<" + S(s.a) + ", " + global_type(s.tensor) + ", " + mask + ", " +
+                 std::to_string(s.vector_bytes) + ">(" + tensor_ref(s.tensor) +
                  ", " + t(s.a) + ", " + at + ");",
              origin);
         return;
@@ -196,13 +248,15 @@ class Emitter {
              origin);
         return;
       case StmtKind::Matmul:
-        line(in + "mg::matmul<" + S(s.dst) + ", " + S(s.a) + ", " + S(s.b) + ">(" + t(s.dst) + ", " + t(s.a) + ", " +
+        line(in + (s.atom >= 0 ? "mg::matmul_atom<" + atom_name(s.atom) + ", " : std::string("mg::matmul<")) +
+                 S(s.dst) + ", " + S(s.a) + ", " + S(s.b) + ">(" + t(s.dst) + ", " + t(s.a) + ", " +
                  t(s.b) + ", " + (s.accumulate ? "it != 0" : "false") + ");",
              origin);
         return;
       case StmtKind::Reduce:
         line(in + "mg::" + std::string(ir::op_name(s.op)) + "<" + S(s.a) + ", " + S(s.dst) + ", " +
-                 std::to_string(dim4(k, s.a, s.dim)) + ", " + std::to_string(s.to) + ">(" + t(s.dst) + ", " + t(s.a) +
+                 std::to_string(dim4(k, s.a, s.dim)) + ", " + std::to_string(s.to) + ", " +
+                 (s.by_warps ? "true" : "false") + ">(" + t(s.dst) + ", " + t(s.a) +
                  ");",
              origin);
         return;

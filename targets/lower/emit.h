@@ -37,6 +37,9 @@ struct Dialect {
   std::array<std::string_view, 3> storage_type;  // per ir::DType (f16, bf16, f32): "mg::f16", "mg::bf16", "float"
   std::string_view define;                     // "#define {}": a constant the tile library reads ("MG_WARP_SIZE 32")
   std::string_view include;                    // "#include \"{}\"": a header by name
+  std::string_view host_device;                // "__host__ __device__": functions both sides may call (lane maps)
+  // Matrix instructions (a target's [[matrix]] `op`) the tile library implements, as mg::matmul_atom<Atom>.
+  std::span<const std::string_view> matrix_ops;
   // Math functions of f32 arguments, used in elementwise expressions.
   std::string_view exp, sqrt, rsqrt, erf;
 };

@@ -105,6 +105,12 @@ struct Stmt {
   int64_t to = 1;                     // Reduce
   double scalar = 0;                  // Unary mul_scalar, add_scalar
   bool accumulate = false;            // Matmul
+  // Thread-level choices (pass choose_instructions, docs/lowering.md "The thread level"):
+  int atom = -1;             // Matmul: index into the target's [[matrix]] list of the instruction it runs on, or
+                             // -1 for the scalar routine
+  int64_t vector_bytes = 0;  // Load/Store: bytes each thread moves per global access (0: one element at a time)
+  bool async = false;        // Load: asynchronous copies (cp.async) straight into shared memory
+  bool by_warps = false;     // Reduce: each output folded by a whole warp (lanes stride the group, then shuffles)
   Origin from;
 };
 

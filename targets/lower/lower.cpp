@@ -97,6 +97,7 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
     Kernel k = lower_block(site);
     plan_shared_memory(k, target, options.spill_to_global);
     insert_barriers(k);
+    choose_instructions(k, p, target, options.matrix_ops);
     k.entry = p.name + "_k" + std::to_string(p.kernels.size()) + "_" + names[g.result(n)];
     p.kernels.push_back(std::move(k));
   }

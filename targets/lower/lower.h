@@ -8,6 +8,8 @@
 //   4. plan_shared_memory (per kernel)      tile offsets; a block op whose tiles do not fit is a UserError
 //                                           (or, if allowed, spills tiles to global scratch)
 //   5. insert_barriers (per kernel)         barriers between statements that share shared memory
+//   6. choose_instructions (per kernel)     the thread level: tensor-core atoms for matmuls, vector width and
+//                                           asynchronous copies for loads and stores
 // then the program's parameters, workspace layout and entry symbols.
 #pragma once
 
@@ -25,6 +27,9 @@ struct LowerOptions {
   // target). With this set, its largest tiles go to a per-block scratch region of the workspace in global memory
   // instead: slow, but it runs, which helps to try a hand-written μGraph. The search never needs it.
   bool spill_to_global = false;
+  // The matrix instructions (targets' [[matrix]] `op`) the back end's tile library implements; a matmul runs on
+  // one of them when the target has it with lane layouts and the tiles fit its shape, else on the scalar routine.
+  std::vector<std::string> matrix_ops;
 };
 
 // Lowers `g` for `target`. Throws morgana::UserError when the graph is invalid or does not fit the target (tiles

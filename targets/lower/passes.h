@@ -37,6 +37,14 @@ void plan_shared_memory(Kernel& k, const targets::Target& target, bool spill);
 // the last barrier, and at the end of a loop body that runs more than once.
 void insert_barriers(Kernel& k);
 
+// Pass 6, the thread level's instruction choices: for each matmul the target's matrix instruction (one of
+// `matrix_ops`, with lane layouts, scope of one warp, operand types and N, K multiples of its shape, operands in
+// shared memory, whole warps per block), for each load and store the widest global access (16, 8 or 4 bytes) whose
+// alignment the tensor's strides, the tile's shape and the origin's coefficients prove, and cp.async for 16-byte
+// loads into shared memory where the target has it.
+void choose_instructions(Kernel& k, const LoweredProgram& p, const targets::Target& target,
+                         const std::vector<std::string>& matrix_ops);
+
 // Shared memory a block graph needs once lowered (passes 3 and 4), for the tiling pass's fit test.
 int64_t block_smem_bytes(const ir::Graph& body);
 

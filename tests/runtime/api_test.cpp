@@ -171,7 +171,7 @@ TEST(Api, NullArgumentsAreErrorsNotCrashes) {
 TEST(Api, LaunchArgumentChecks) {
   BundlePtr b = open(two_programs());
   const mg_program* attn = program_at(b.get(), 0);
-  int x = 0;
+  alignas(16) int x = 0;
   void* args[3] = {&x, &x, &x};
   EXPECT_EQ(mg_program_launch(attn, nullptr, args, 2, &x), MG_ERROR_INVALID_ARGUMENT);
   EXPECT_STREQ(
@@ -188,6 +188,12 @@ TEST(Api, LaunchArgumentChecks) {
   args[1] = &x;
   EXPECT_EQ(mg_program_launch(attn, nullptr, args, 3, nullptr), MG_ERROR_INVALID_ARGUMENT);
   EXPECT_STREQ(mg_last_error(), "program 'attn' needs a workspace of 2112 bytes, got NULL");
+  // Generated kernels use 16-byte accesses: a buffer at an odd offset is refused before any launch.
+  args[2] = reinterpret_cast<char*>(&x) + 2;
+  EXPECT_EQ(mg_program_launch(attn, nullptr, args, 3, &x), MG_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(mg_last_error(),
+               "program 'attn': argument 2 ('o') is not 16-byte aligned (a view at an offset? pass a contiguous copy)");
+  args[2] = &x;
 
   // Zero-sized tensors need no buffer; a program may have no inputs.
   Bundle fill = two_programs();
@@ -252,7 +258,7 @@ TEST(NoDriver, EveryGpuCallSaysSoExactlyWhileBundlesStillOpen) {
   EXPECT_EQ(mg_bundle_select_program(b.get(), "add", &p), MG_ERROR_NO_DRIVER);
   EXPECT_EQ(mg_last_error(), message);
   EXPECT_EQ(mg_program_prepare(program_at(b.get(), 1), nullptr), MG_ERROR_NO_DRIVER);
-  int x = 0;
+  alignas(16) int x = 0;
   void* args[3] = {&x, &x, &x};
   EXPECT_EQ(mg_program_launch(program_at(b.get(), 1), nullptr, args, 3, nullptr), MG_ERROR_NO_DRIVER);
   EXPECT_EQ(mg_last_error(), message);

@@ -190,7 +190,7 @@ Bundle smem_bundle(uint32_t dynamic, int static_smem = 0) {
 }
 
 TEST_F(FakeDriver, OptsInToMoreSharedMemoryOnlyBeyondTheDefault) {
-  void* args[3] = {ptr(1), ptr(2), ptr(3)};
+  void* args[3] = {ptr(0x1000), ptr(0x2000), ptr(0x3000)};
   use(kH200);
   {
     BundlePtr b = open(smem_bundle(49152));  // exactly the default: no opt-in
@@ -222,7 +222,7 @@ TEST_F(FakeDriver, OptsInToMoreSharedMemoryOnlyBeyondTheDefault) {
 }
 
 TEST_F(FakeDriver, RefusesMoreSharedMemoryThanTheDeviceAllows) {
-  void* args[3] = {ptr(1), ptr(2), ptr(3)};
+  void* args[3] = {ptr(0x1000), ptr(0x2000), ptr(0x3000)};
   BundlePtr b = open(smem_bundle(120000, 1024));
   const mg_program* k = program_at(b.get(), 0);
   use(kH200);  // 227 KiB per block: fine
@@ -246,7 +246,7 @@ Bundle block_bundle(bundle::Dim3 block, const std::string& attributes = "") {
 }
 
 TEST_F(FakeDriver, RefusesBlocksTheDeviceOrTheKernelCannotRun) {
-  void* args[3] = {ptr(1), ptr(2), ptr(3)};
+  void* args[3] = {ptr(0x1000), ptr(0x2000), ptr(0x3000)};
   use(kH200);
   {
     BundlePtr b = open(block_bundle({64, 32, 1}));
@@ -299,7 +299,7 @@ TEST_F(FakeDriver, RefusesBlocksTheDeviceOrTheKernelCannotRun) {
 }
 
 TEST_F(FakeDriver, DriverErrorsCarryTheirNameAndLog) {
-  void* args[3] = {ptr(1), ptr(2), ptr(3)};
+  void* args[3] = {ptr(0x1000), ptr(0x2000), ptr(0x3000)};
   use(kA100);
   {
     Bundle b = selection_bundle(false);
@@ -353,7 +353,7 @@ TEST_F(FakeDriver, DriverErrorsCarryTheirNameAndLog) {
 
 TEST_F(FakeDriver, NeedsACurrentContext) {
   BundlePtr b = open(selection_bundle(true));
-  void* args[3] = {ptr(1), ptr(2), ptr(3)};
+  void* args[3] = {ptr(0x1000), ptr(0x2000), ptr(0x3000)};
   EXPECT_EQ(mg_program_launch(program_at(b.get(), 0), nullptr, args, 3, nullptr), MG_ERROR_NO_CONTEXT);
   const mg_program* p = nullptr;
   EXPECT_EQ(mg_bundle_select_program(b.get(), "attn", &p), MG_ERROR_NO_CONTEXT);
@@ -402,7 +402,7 @@ TEST_F(FakeDriver, ConcurrentLaunchesFromEightThreads) {
     threads.emplace_back([&, t] {
       const int device = t % 5;
       if (fake().cuCtxSetCurrent(ctx_[device]) != 0) ++failures;
-      void* args[3] = {ptr(1), ptr(2), ptr(3)};
+      void* args[3] = {ptr(0x1000), ptr(0x2000), ptr(0x3000)};
       for (int i = 0; i < kLaunches; ++i) {
         const char* name = (i + t) % 2 ? "attn" : "attn2";
         if (mg_bundle_launch(open_b.get(), name, nullptr, args, 3, nullptr) != MG_OK && failures++ == 0) {
@@ -470,7 +470,7 @@ TEST(FakeNoGpu, SaysThereIsNoGpu) {
   EXPECT_STREQ(mg_last_error(),
                "no NVIDIA GPU found: cuInit: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)");
   BundlePtr b = open(selection_bundle(true));
-  void* args[3] = {ptr(1), ptr(2), ptr(3)};
+  void* args[3] = {ptr(0x1000), ptr(0x2000), ptr(0x3000)};
   EXPECT_EQ(mg_bundle_launch(b.get(), "attn", nullptr, args, 3, nullptr), MG_ERROR_NO_DEVICE);
 }
 

@@ -12,6 +12,7 @@
 
 #include "ir/diagnostic.h"
 #include "targets/target.h"
+#include "tests/targets/cuda/ptx_isa_model.h"
 
 namespace morgana::targets {
 namespace {
@@ -73,6 +74,40 @@ TEST(Targets, EveryShippedFileLoads) {
 
 // The files' convention, which TOML parsers cannot see: every number carries a trailing comment naming its
 // source.
+// The lane layouts of mma.sync m16n8k16 in the shipped files are the PTX ISA's, element by element (the model in
+// tests/targets/cuda/ptx_isa_model.h is written in the ISA's own terms, not as bit weights).
+TEST(Targets, MmaLaneLayoutsAreThePtxIsas) {
+  auto at = [](const std::vector<int64_t>& w, int lane, int v) {
+    int64_t sum = 0;
+    const uint64_t bits = static_cast<uint64_t>(lane) | (static_cast<uint64_t>(v) << 5);
+    for (size_t b = 0; b < w.size(); ++b) sum += ((bits >> b) & 1) * w[b];
+    return sum;
+  };
+  int checked = 0;
+  for (const auto& f : list_target_files(kTargets)) {
+    Target t = load_target(f);
+    for (const MatrixInstr& m : t.matrix) {
+      if (m.op != "mma.sync.aligned.m16n8k16") continue;
+      ASSERT_TRUE(m.has_lane_layouts()) << f;
+      ASSERT_EQ(t.execution.warp_size, mg_isa::kLanes);
+      for (int lane = 0; lane < mg_isa::kLanes; ++lane) {
+        for (int v = 0; v < 8; ++v) {
+          EXPECT_EQ(at(m.a_rows, lane, v), mg_isa::mma_m16n8k16_a(lane, v).row) << f << " A lane " << lane << " v " << v;
+          EXPECT_EQ(at(m.a_cols, lane, v), mg_isa::mma_m16n8k16_a(lane, v).col) << f << " A lane " << lane << " v " << v;
+        }
+        for (int v = 0; v < 4; ++v) {
+          EXPECT_EQ(at(m.b_rows, lane, v), mg_isa::mma_m16n8k16_b(lane, v).row) << f << " B lane " << lane << " v " << v;
+          EXPECT_EQ(at(m.b_cols, lane, v), mg_isa::mma_m16n8k16_b(lane, v).col) << f << " B lane " << lane << " v " << v;
+          EXPECT_EQ(at(m.c_rows, lane, v), mg_isa::mma_m16n8k16_c(lane, v).row) << f << " C lane " << lane << " v " << v;
+          EXPECT_EQ(at(m.c_cols, lane, v), mg_isa::mma_m16n8k16_c(lane, v).col) << f << " C lane " << lane << " v " << v;
+        }
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 3);  // a100, h100 (h200 inherits it), rtx4090
+}
+
 TEST(Targets, EveryNumberHasASource) {
   const std::regex number_line(R"(^\s*\w+\s*=\s*[-+]?[0-9])");
   for (const auto& f : list_target_files(kTargets)) {

@@ -161,7 +161,8 @@ MG_API mg_status mg_program_prepare(const mg_program* program, size_t* variant);
 /* Launches the program's kernels in order on `stream` (a CUstream of the current context; NULL is the
  * context's default stream). args[i] is the device pointer (a CUdeviceptr cast to void*) of parameter i, for
  * the num_inputs + num_outputs inputs and outputs; `workspace` is a device buffer of at least
- * workspace_bytes, or NULL when the program needs none. Returns once the kernels are queued; the buffers must
+ * workspace_bytes, or NULL when the program needs none. Every buffer must start at a multiple of 16 bytes
+ * (cudaMalloc and PyTorch give 256): the kernels move 16 bytes per access; MG_ERROR_INVALID_ARGUMENT otherwise. Returns once the kernels are queued; the buffers must
  * stay alive until they have run. The first launch in a context loads the code (see mg_program_prepare). */
 MG_API mg_status mg_program_launch(const mg_program* program, void* stream, void* const* args, size_t nargs,
                                    void* workspace);

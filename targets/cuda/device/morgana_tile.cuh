@@ -24,7 +24,7 @@ namespace mg {
 
 typedef long long i64;
 
-// The warp size of the target, for functions that use warp-level operations (none does yet).
+// The warp size of the target (target file), for the functions that work by whole warps.
 constexpr int kWarpSize = MG_WARP_SIZE;
 
 // ---- element types: 16-bit floats are stored as their bits; all arithmetic is f32 ----
@@ -161,25 +161,125 @@ __device__ __forceinline__ bool inside(i64 g0, i64 g1, i64 g2, i64 g3) {
 
 // ---- statements ----
 
+// ---- global <-> shared copies ----
+
+template <int VEC>
+struct Vec;
+// VEC bytes as one access: the unsigned type of that width, and a global store of that width from words (inline
+// PTX: the compiler splits a plain 16-byte struct store of converted values into 4-byte stores).
+template <>
+struct Vec<4> {
+  typedef unsigned type;
+  __device__ __forceinline__ static void store(void* p, const unsigned* w) { *static_cast<unsigned*>(p) = w[0]; }
+};
+template <>
+struct Vec<8> {
+  typedef uint2 type;
+  __device__ __forceinline__ static void store(void* p, const unsigned* w) {
+#ifdef MG_HOST_EMULATION
+    mg_host_copy(p, w, 8);
+#else
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(p), "r"(w[0]), "r"(w[1]) : "memory");
+#endif
+  }
+};
+template <>
+struct Vec<16> {
+  typedef uint4 type;
+  __device__ __forceinline__ static void store(void* p, const unsigned* w) {
+#ifdef MG_HOST_EMULATION
+    mg_host_copy(p, w, 16);
+#else
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                 : "memory");
+#endif
+  }
+};
+
+// An element's bits, to pack elements into the words of a vector access.
+__device__ __forceinline__ unsigned word_bits(f16 x) { return x.bits; }
+__device__ __forceinline__ unsigned word_bits(bf16 x) { return x.bits; }
+__device__ __forceinline__ unsigned word_bits(float x) { return __float_as_uint(x); }
+
+// One 16-byte asynchronous copy global -> shared (cp.async.cg: cached in L2 only, the data is used once per
+// block), and the wait for all of this thread's copies.
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
+#ifdef MG_HOST_EMULATION
+  mg_host_copy(dst, src, 16);
+#else
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+#ifndef MG_HOST_EMULATION
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
 // dst = the tile of src at origin (o0..o3); elements outside the tensor along the masked dims read `pad`.
-template <class S, class G, int MASK, class T>
+// VEC > sizeof(T): each thread moves VEC bytes per access (lowering proved the alignment: the last dim is
+// contiguous, and every origin, stride and extent is a multiple of the vector; a masked last dim holds whole
+// vectors); ASYNC: through cp.async, waited for before returning (the barrier after a load orders the block).
+template <class S, class G, int MASK, int VEC, bool ASYNC, class T>
 __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, i64 o1, i64 o2, i64 o3, float pad) {
-  const T fill = from_f32<T>(pad);
-  for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
-    const Idx x = unflatten<S>(e);
-    const i64 g0 = o0 + x.i0, g1 = o1 + x.i1, g2 = o2 + x.i2, g3 = o3 + x.i3;
-    dst[e] = inside<G, MASK>(g0, g1, g2, g3) ? src[g0 * G::s0 + g1 * G::s1 + g2 * G::s2 + g3 * G::s3] : fill;
+  if constexpr (VEC > static_cast<int>(sizeof(T))) {
+    static_assert(G::s3 == 1 && S::d3 % (VEC / sizeof(T)) == 0, "vector loads need a contiguous, whole last dim");
+    constexpr int per = VEC / sizeof(T), vectors = S::size / per;
+    typedef typename Vec<VEC>::type V;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < vectors; i += blockDim.x) {
+      const int e = i * per;
+      const Idx x = unflatten<S>(e);
+      const i64 g0 = o0 + x.i0, g1 = o1 + x.i1, g2 = o2 + x.i2, g3 = o3 + x.i3;
+      if (inside<G, MASK>(g0, g1, g2, g3)) {
+        const T* from = src + g0 * G::s0 + g1 * G::s1 + g2 * G::s2 + g3;
+        if constexpr (ASYNC)
+          cp_async_16(dst + e, from);
+        else
+          *reinterpret_cast<V*>(dst + e) = *reinterpret_cast<const V*>(from);
+      } else {
+        const T fill = from_f32<T>(pad);
+        for (int j = 0; j < per; ++j) dst[e + j] = fill;
+      }
+    }
+    if constexpr (ASYNC) cp_async_wait_all();
+  } else {
+    const T fill = from_f32<T>(pad);
+    for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
+      const Idx x = unflatten<S>(e);
+      const i64 g0 = o0 + x.i0, g1 = o1 + x.i1, g2 = o2 + x.i2, g3 = o3 + x.i3;
+      dst[e] = inside<G, MASK>(g0, g1, g2, g3) ? src[g0 * G::s0 + g1 * G::s1 + g2 * G::s2 + g3 * G::s3] : fill;
+    }
   }
 }
 
 // The tile src written into dst at origin (o0..o3), converted to dst's type; elements outside along the masked
-// dims are dropped.
-template <class S, class G, int MASK, class U, class T>
+// dims are dropped. VEC > sizeof(U): VEC bytes of U per global access, as for load.
+template <class S, class G, int MASK, int VEC, class U, class T>
 __device__ __forceinline__ void store(U* __restrict__ dst, const T* src, i64 o0, i64 o1, i64 o2, i64 o3) {
-  for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
-    const Idx x = unflatten<S>(e);
-    const i64 g0 = o0 + x.i0, g1 = o1 + x.i1, g2 = o2 + x.i2, g3 = o3 + x.i3;
-    if (inside<G, MASK>(g0, g1, g2, g3)) dst[g0 * G::s0 + g1 * G::s1 + g2 * G::s2 + g3 * G::s3] = convert<U>(src[e]);
+  if constexpr (VEC > static_cast<int>(sizeof(U))) {
+    static_assert(G::s3 == 1 && S::d3 % (VEC / sizeof(U)) == 0, "vector stores need a contiguous, whole last dim");
+    constexpr int per = VEC / sizeof(U), vectors = S::size / per;
+    for (int i = threadIdx.x; i < vectors; i += blockDim.x) {
+      const int e = i * per;
+      const Idx x = unflatten<S>(e);
+      const i64 g0 = o0 + x.i0, g1 = o1 + x.i1, g2 = o2 + x.i2, g3 = o3 + x.i3;
+      if (!inside<G, MASK>(g0, g1, g2, g3)) continue;
+      unsigned w[VEC / 4];
+#pragma unroll
+      for (int j = 0; j < VEC / 4; ++j) w[j] = 0;
+#pragma unroll
+      for (int j = 0; j < per; ++j) w[j * sizeof(U) / 4] |= word_bits(convert<U>(src[e + j])) << (8 * (j * sizeof(U) % 4));
+      Vec<VEC>::store(dst + g0 * G::s0 + g1 * G::s1 + g2 * G::s2 + g3, w);
+    }
+  } else {
+    for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
+      const Idx x = unflatten<S>(e);
+      const i64 g0 = o0 + x.i0, g1 = o1 + x.i1, g2 = o2 + x.i2, g3 = o3 + x.i3;
+      if (inside<G, MASK>(g0, g1, g2, g3))
+        dst[g0 * G::s0 + g1 * G::s1 + g2 * G::s2 + g3 * G::s3] = convert<U>(src[e]);
+    }
   }
 }
 
@@ -213,17 +313,203 @@ __device__ __forceinline__ void matmul(float* dst, const TA* a, const TB* b, boo
   }
 }
 
-// Folds dim DIM of x (shape SX) to TO groups: element j of the result folds x[j], x[j + TO], x[j + 2 TO], ... in
-// that order (the reference interpreter's order), one result element per thread.
-template <class SX, class SY, int DIM, int TO, class T, class Op>
+// ---- matmul on tensor cores: mma.sync m16n8k16 with ldmatrix ----
+//
+// Atom is the struct the emitter writes from the target file's [[matrix]] row (shape and lane layouts). Operands
+// come from shared memory with ldmatrix, whose distribution of a 16x16 A block (.x4) and of a 16x8 B block stored
+// k-major (.x2.trans) is fixed by the PTX ISA; the static_asserts below prove at compile time that it is the
+// distribution the target file describes, so a wrong layout row fails to compile instead of computing garbage. The
+// accumulator is placed by the file's C layout.
+
+// 16-bit element bits for packing fragments.
+__device__ __forceinline__ unsigned short bits16(f16 x) { return x.bits; }
+__device__ __forceinline__ unsigned short bits16(bf16 x) { return x.bits; }
+__device__ __forceinline__ unsigned pack2(unsigned short lo, unsigned short hi) {
+  return static_cast<unsigned>(lo) | (static_cast<unsigned>(hi) << 16);
+}
+
+// What ldmatrix gives lane `lane` as its value v (two 16-bit values per register): for .x4 (A), register r from
+// matrix r (rows 0-7 / 8-15 alternate, then columns 8-15), row lane/4, columns 2*(lane%4) + {0,1}; for .x2.trans
+// (B stored as k rows of n), register r holds rows (k) 8r + 2*(lane%4) + {0,1} of column (n) lane/4.
+__host__ __device__ constexpr int ldsm_a_row(int lane, int v) { return lane / 4 + 8 * ((v / 2) % 2); }
+__host__ __device__ constexpr int ldsm_a_col(int lane, int v) { return 2 * (lane % 4) + v % 2 + 8 * (v / 4); }
+__host__ __device__ constexpr int ldsm_b_row(int lane, int v) { return 8 * (v / 2) + 2 * (lane % 4) + v % 2; }
+__host__ __device__ constexpr int ldsm_b_col(int lane, int v) { return lane / 4; }
+
+template <class Atom>
+__host__ __device__ constexpr bool ldmatrix_matches() {
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int v = 0; v < Atom::a_values; ++v)
+      if (Atom::a_row(lane, v) != ldsm_a_row(lane, v) || Atom::a_col(lane, v) != ldsm_a_col(lane, v)) return false;
+    for (int v = 0; v < Atom::b_values; ++v)
+      if (Atom::b_row(lane, v) != ldsm_b_row(lane, v) || Atom::b_col(lane, v) != ldsm_b_col(lane, v)) return false;
+  }
+  return true;
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+#ifdef MG_HOST_EMULATION
+  mg_host_ldmatrix(r, 4, false, p);
+#else
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+#endif
+}
+__device__ __forceinline__ void ldmatrix_x2_trans(unsigned (&r)[2], const void* p) {
+#ifdef MG_HOST_EMULATION
+  mg_host_ldmatrix(r, 2, true, p);
+#else
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+#endif
+}
+
+template <class T>
+struct MmaType;
+template <>
+struct MmaType<f16> {
+  static constexpr bool bf = false;
+};
+template <>
+struct MmaType<bf16> {
+  static constexpr bool bf = true;
+};
+
+// d = a·b + d for one 16x8x16 atom, f32 accumulate.
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+#ifdef MG_HOST_EMULATION
+  mg_host_mma_m16n8k16(d, a, b, MmaType<T>::bf);
+#else
+  if constexpr (MmaType<T>::bf)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// The A fragment of rows m0.. and columns k0.. of a row-major [M, K] tile. Rows past M read row M-1 instead
+// (their results are never stored; A's rows are independent). An f32 tile (softmax probabilities feeding P·V)
+// is converted to the instruction's type in registers, element by element through the file's A layout.
+template <class Atom, int M, int K, class T, class TA>
+__device__ __forceinline__ void load_a(unsigned (&a)[4], const TA* tile, int m0, int k0, int lane) {
+  if constexpr (sizeof(TA) == 2) {
+    // Lanes 8j..8j+7 address the rows of matrix j: rows 0-7 and 8-15 of the atom, then the same at column 8.
+    int row = m0 + lane % 8 + 8 * ((lane / 8) % 2);
+    row = row < M ? row : M - 1;
+    ldmatrix_x4(a, tile + row * K + k0 + 8 * (lane / 16));
+  } else {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      unsigned short h[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int v = 2 * r + half;
+        int row = m0 + Atom::a_row(lane, v);
+        row = row < M ? row : M - 1;
+        h[half] = bits16(from_f32<T>(to_f32(tile[row * K + k0 + Atom::a_col(lane, v)])));
+      }
+      a[r] = pack2(h[0], h[1]);
+    }
+  }
+}
+
+// dst = a·b (with `accumulate`, dst += a·b) on matrix instructions, batched like mg::matmul. Warps take tasks of
+// one 16-row block and up to four 8-column atoms, so each A fragment serves several atoms; within a task the
+// accumulators stay in registers across the K loop and dst is read and written once.
+template <class Atom, class S, class SA, class SB, class TA, class TB>
+__device__ __forceinline__ void matmul_atom(float* dst, const TA* a, const TB* b, bool accumulate) {
+  static_assert(Atom::m == 16 && Atom::n == 8 && Atom::k == 16, "morgana_tile.cuh implements m16n8k16");
+  static_assert(ldmatrix_matches<Atom>(), "the target file's A/B lane layouts are not ldmatrix's");
+  constexpr int M = S::d2, N = S::d3, K = SA::d3;
+  static_assert(N % Atom::n == 0 && K % Atom::k == 0, "lowering chose the atom for N and K multiples of it");
+  constexpr int row_blocks = (M + Atom::m - 1) / Atom::m, atoms_n = N / Atom::n;
+  constexpr int group = atoms_n % 4 == 0 ? 4 : atoms_n % 2 == 0 ? 2 : 1;
+  constexpr int batches = S::d0 * S::d1, tasks = batches * row_blocks * (atoms_n / group);
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, warps = blockDim.x / kWarpSize;
+  for (int task = warp; task < tasks; task += warps) {
+    const int ng = task % (atoms_n / group), mb = task / (atoms_n / group) % row_blocks;
+    const int bt = task / (atoms_n / group) / row_blocks, b0 = bt / S::d1, b1 = bt % S::d1;
+    const TA* pa = a + ((SA::d0 == 1 ? 0 : b0) * SA::d1 + (SA::d1 == 1 ? 0 : b1)) * (M * K);
+    const TB* pb = b + ((SB::d0 == 1 ? 0 : b0) * SB::d1 + (SB::d1 == 1 ? 0 : b1)) * (K * N);
+    float* pd = dst + bt * (M * N);
+    const int m0 = mb * Atom::m, n0 = ng * group * Atom::n;
+    float acc[group][Atom::c_values];
+#pragma unroll
+    for (int g = 0; g < group; ++g)
+#pragma unroll
+      for (int v = 0; v < Atom::c_values; ++v) {
+        const int row = m0 + Atom::c_row(lane, v), col = n0 + g * Atom::n + Atom::c_col(lane, v);
+        acc[g][v] = accumulate && row < M ? pd[row * N + col] : 0.0f;
+      }
+#pragma unroll 2
+    for (int k0 = 0; k0 < K; k0 += Atom::k) {
+      unsigned fa[4];
+      load_a<Atom, M, K, TB>(fa, pa, m0, k0, lane);
+#pragma unroll
+      for (int g = 0; g < group; ++g) {
+        unsigned fb[2];
+        // Lanes 0-15 address rows k0.. k0+15 of the 8 columns of this atom (lanes 16-31 repeat them).
+        ldmatrix_x2_trans(fb, pb + (k0 + lane % 16) * N + n0 + g * Atom::n);
+        mma_16816<TB>(acc[g], fa, fb);
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < group; ++g)
+#pragma unroll
+      for (int v = 0; v < Atom::c_values; ++v) {
+        const int row = m0 + Atom::c_row(lane, v), col = n0 + g * Atom::n + Atom::c_col(lane, v);
+        if (row < M) pd[row * N + col] = acc[g][v];
+      }
+  }
+}
+
+__device__ __forceinline__ float shfl_xor(float v, int mask) {
+#ifdef MG_HOST_EMULATION
+  return mg_host_shfl_xor(v, mask);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, mask);
+#endif
+}
+
+// Folds dim DIM of x (shape SX) to TO groups: element j of the result folds x[j], x[j + TO], x[j + 2 TO], ...
+// Without BY_WARPS one thread folds each result element, in that order (the reference interpreter's order). With
+// BY_WARPS (lowering: the group has at least a warp's worth of elements) a warp folds each result element: lane l
+// folds elements l, l + warp, ... of the group, then a shuffle tree of the warp's size combines the lanes. Sums
+// then differ from the in-order fold by rounding only; a max is the same.
+template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T, class Op>
 __device__ __forceinline__ void reduce(float* dst, const T* x, Op op) {
   constexpr int n = extent<SX>(DIM), in = inner<SX>(DIM), groups = n / TO;
-  for (int e = threadIdx.x; e < SY::size; e += blockDim.x) {
-    const int i = e % in, j = e / in % TO, o = e / in / TO;
-    const T* p = x + (o * n + j) * in + i;
-    float acc = to_f32(p[0]);
-    for (int k = 1; k < groups; ++k) acc = op(acc, to_f32(p[k * TO * in]));
-    dst[e] = acc;
+  if constexpr (BY_WARPS) {
+    static_assert(groups >= kWarpSize, "lowering folds by warps only groups of a warp or more");
+    const int lane = threadIdx.x % kWarpSize, warps = blockDim.x / kWarpSize;
+    for (int e = threadIdx.x / kWarpSize; e < SY::size; e += warps) {
+      const int i = e % in, j = e / in % TO, o = e / in / TO;
+      const T* p = x + (o * n + j) * in + i;
+      float acc = to_f32(p[lane * TO * in]);
+      for (int k = lane + kWarpSize; k < groups; k += kWarpSize) acc = op(acc, to_f32(p[k * TO * in]));
+#pragma unroll
+      for (int mask = kWarpSize / 2; mask > 0; mask /= 2) acc = op(acc, shfl_xor(acc, mask));
+      if (lane == 0) dst[e] = acc;
+    }
+  } else {
+    for (int e = threadIdx.x; e < SY::size; e += blockDim.x) {
+      const int i = e % in, j = e / in % TO, o = e / in / TO;
+      const T* p = x + (o * n + j) * in + i;
+      float acc = to_f32(p[0]);
+      for (int k = 1; k < groups; ++k) acc = op(acc, to_f32(p[k * TO * in]));
+      dst[e] = acc;
+    }
   }
 }
 
@@ -234,13 +520,13 @@ struct MaxOp {
   __device__ __forceinline__ float operator()(float a, float b) const { return max_nan(a, b); }
 };
 
-template <class SX, class SY, int DIM, int TO, class T>
+template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T>
 __device__ __forceinline__ void reduce_sum(float* dst, const T* x) {
-  reduce<SX, SY, DIM, TO>(dst, x, SumOp());
+  reduce<SX, SY, DIM, TO, BY_WARPS>(dst, x, SumOp());
 }
-template <class SX, class SY, int DIM, int TO, class T>
+template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T>
 __device__ __forceinline__ void reduce_max(float* dst, const T* x) {
-  reduce<SX, SY, DIM, TO>(dst, x, MaxOp());
+  reduce<SX, SY, DIM, TO, BY_WARPS>(dst, x, MaxOp());
 }
 
 // dst = a ‖ b along dim DIM.

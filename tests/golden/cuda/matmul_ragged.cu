@@ -35,14 +35,14 @@ extern "C" __global__ void __launch_bounds__(128) matmul_ragged_k0_C(const mg::f
   float* const t_acc = reinterpret_cast<float*>(mg_smem + 2496);  // f32[1,5,39]
   for (long long it = 0; it < 32; ++it) {
     // a = iter(A, imap=[0,-,-], fmap=2, mask=true)  [tests/lower/specs/matmul_ragged.mg:3:7]
-    mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8>(t_a, p_A, 0, bx, 0, it * 32, 0.0f);
+    mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, true>(t_a, p_A, 0, bx, 0, it * 32, 0.0f);
     // b = iter(B, imap=[-,1,-], fmap=0, mask=true)  [tests/lower/specs/matmul_ragged.mg:3:7]
-    mg::load<S_b, mg::Global<1, 1, 1000, 77, 0, 0, 77, 1>, 12>(t_b, p_B, 0, 0, it * 32, by * 39, 0.0f);
+    mg::load<S_b, mg::Global<1, 1, 1000, 77, 0, 0, 77, 1>, 12, 0, false>(t_b, p_B, 0, 0, it * 32, by * 39, 0.0f);
     __syncthreads();
     // p = matmul(a, b)  [tests/lower/specs/matmul_ragged.mg:3:7]
     mg::matmul<S_acc, S_a, S_b>(t_acc, t_a, t_b, it != 0);
     __syncthreads();
   }
   // save(acc, omap=[0,2,-], shape=[3,5,77])  [tests/lower/specs/matmul_ragged.mg:3:7]
-  mg::store<S_acc, mg::Global<1, 3, 5, 77, 0, 385, 77, 1>, 8>(p_C, t_acc, 0, bx, 0, by * 39);
+  mg::store<S_acc, mg::Global<1, 3, 5, 77, 0, 385, 77, 1>, 8, 0>(p_C, t_acc, 0, bx, 0, by * 39);
 }

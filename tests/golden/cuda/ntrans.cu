@@ -69,12 +69,12 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k0_HN(const mg::f16* __
   using S_y = mg::Shape<1, 1, 1, 4096>;
   float* const t_y = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,4096]
   // x = iter(H, imap=[0,-,-])  [examples/ntrans.mg:4:8]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0>(t_x, p_H, 0, 0, bx, 0, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_x, p_H, 0, 0, bx, 0, 0.0f);
   __syncthreads();
   // y = rms_norm(x, dim=1)  [examples/ntrans.mg:4:8]
   mg::unary<S_y_sq>(t_y_sq, t_x, [](float x) { return x * x; });
   __syncthreads();
-  mg::reduce_sum<S_y_sq, S_y_rms, 3, 1>(t_y_rms, t_y_sq);
+  mg::reduce_sum<S_y_sq, S_y_rms, 3, 1, true>(t_y_rms, t_y_sq);
   __syncthreads();
   mg::unary<S_y_rms>(t_y_rms, t_y_rms, [](float x) { return x * 0.00024414062f; });
   __syncthreads();
@@ -85,7 +85,7 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k0_HN(const mg::f16* __
   mg::binary<S_y, S_x, S_y_rms>(t_y, t_x, t_y_rms, [](float x, float y) { return x * y; });
   __syncthreads();
   // save(acc, omap=[0,-,-])  [examples/ntrans.mg:4:8]
-  mg::store<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0>(g_HN, t_y, 0, 0, bx, 0);
+  mg::store<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(g_HN, t_y, 0, 0, bx, 0);
 }
 
 // ---- kernel 1: node 'D' (examples/ntrans.mg:5:7)
@@ -103,15 +103,15 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k1_D(const mg::f16* __r
   using S_z = mg::Shape<1, 1, 1, 1024>;
   float* const t_z = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,1024]
   // x = iter(HN, imap=[0,1,-])  [examples/ntrans.mg:5:7]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0>(t_x, g_HN, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_x, g_HN, 0, 0, bx, by * 1024, 0.0f);
   // y = iter(X, imap=[0,1,-])  [examples/ntrans.mg:5:7]
-  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0>(t_y, p_X, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_y, p_X, 0, 0, bx, by * 1024, 0.0f);
   __syncthreads();
   // z = sub(x, y)  [examples/ntrans.mg:5:7]
   mg::binary<S_z, S_x, S_y>(t_z, t_x, t_y, [](float x, float y) { return x - y; });
   __syncthreads();
   // save(acc, omap=[0,1,-])  [examples/ntrans.mg:5:7]
-  mg::store<S_z, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0>(g_D, t_z, 0, 0, bx, by * 1024);
+  mg::store<S_z, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(g_D, t_z, 0, 0, bx, by * 1024);
 }
 
 // ---- kernel 2: node 'AD' (examples/ntrans.mg:6:8)
@@ -129,15 +129,15 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k2_AD(const mg::f16* __
   using S_z = mg::Shape<1, 1, 1, 1024>;
   float* const t_z = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,1024]
   // x = iter(alpha, imap=[0,1,-])  [examples/ntrans.mg:6:8]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0>(t_x, p_alpha, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_x, p_alpha, 0, 0, bx, by * 1024, 0.0f);
   // y = iter(D, imap=[0,1,-])  [examples/ntrans.mg:6:8]
-  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0>(t_y, g_D, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_y, g_D, 0, 0, bx, by * 1024, 0.0f);
   __syncthreads();
   // z = mul(x, y)  [examples/ntrans.mg:6:8]
   mg::binary<S_z, S_x, S_y>(t_z, t_x, t_y, [](float x, float y) { return x * y; });
   __syncthreads();
   // save(acc, omap=[0,1,-])  [examples/ntrans.mg:6:8]
-  mg::store<S_z, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0>(g_AD, t_z, 0, 0, bx, by * 1024);
+  mg::store<S_z, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(g_AD, t_z, 0, 0, bx, by * 1024);
 }
 
 // ---- kernel 3: node 'Z' (examples/ntrans.mg:7:7)
@@ -155,15 +155,15 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k3_Z(const mg::f16* __r
   using S_z = mg::Shape<1, 1, 1, 1024>;
   float* const t_z = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,1024]
   // x = iter(X, imap=[0,1,-])  [examples/ntrans.mg:7:7]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0>(t_x, p_X, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_x, p_X, 0, 0, bx, by * 1024, 0.0f);
   // y = iter(AD, imap=[0,1,-])  [examples/ntrans.mg:7:7]
-  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0>(t_y, g_AD, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_y, g_AD, 0, 0, bx, by * 1024, 0.0f);
   __syncthreads();
   // z = add(x, y)  [examples/ntrans.mg:7:7]
   mg::binary<S_z, S_x, S_y>(t_z, t_x, t_y, [](float x, float y) { return x + y; });
   __syncthreads();
   // save(acc, omap=[0,1,-])  [examples/ntrans.mg:7:7]
-  mg::store<S_z, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0>(g_Z, t_z, 0, 0, bx, by * 1024);
+  mg::store<S_z, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(g_Z, t_z, 0, 0, bx, by * 1024);
 }
 
 // ---- kernel 4: node 'Y' (examples/ntrans.mg:8:7)
@@ -182,12 +182,12 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k4_Y(const mg::f16* __r
   using S_y = mg::Shape<1, 1, 1, 4096>;
   float* const t_y = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,4096]
   // x = iter(Z, imap=[0,-,-])  [examples/ntrans.mg:8:7]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0>(t_x, g_Z, 0, 0, bx, 0, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_x, g_Z, 0, 0, bx, 0, 0.0f);
   __syncthreads();
   // y = rms_norm(x, dim=1)  [examples/ntrans.mg:8:7]
   mg::unary<S_y_sq>(t_y_sq, t_x, [](float x) { return x * x; });
   __syncthreads();
-  mg::reduce_sum<S_y_sq, S_y_rms, 3, 1>(t_y_rms, t_y_sq);
+  mg::reduce_sum<S_y_sq, S_y_rms, 3, 1, true>(t_y_rms, t_y_sq);
   __syncthreads();
   mg::unary<S_y_rms>(t_y_rms, t_y_rms, [](float x) { return x * 0.00024414062f; });
   __syncthreads();
@@ -198,5 +198,5 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k4_Y(const mg::f16* __r
   mg::binary<S_y, S_x, S_y_rms>(t_y, t_x, t_y_rms, [](float x, float y) { return x * y; });
   __syncthreads();
   // save(acc, omap=[0,-,-])  [examples/ntrans.mg:8:7]
-  mg::store<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0>(p_Y, t_y, 0, 0, bx, 0);
+  mg::store<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(p_Y, t_y, 0, 0, bx, 0);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <bit>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -22,8 +23,28 @@
 namespace morgana::testing {
 namespace {
 
-// Threads per emulated block: few enough to be quick, odd so that no tile size is a multiple of it.
+// Threads per emulated block: few enough to be quick, odd so that no tile size is a multiple of it. A kernel with
+// warp-level instructions (tensor-core matmuls) runs with one whole warp instead; the tile library divides the
+// work among however many warps a block has.
 constexpr unsigned kThreads = 3;
+
+// Kernels that ran with tensor-core matmuls and warp reductions, so the test can insist those paths were covered.
+int atom_kernels = 0, warp_reduce_kernels = 0;
+
+unsigned emulated_threads(const lower::Kernel& k, const targets::Target& t) {
+  bool atoms = false, warps = false;
+  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
+    for (const lower::Stmt& s : *list) {
+      atoms = atoms || s.atom >= 0;
+      warps = warps || s.by_warps;
+    }
+  atom_kernels += atoms;
+  warp_reduce_kernels += warps;
+  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
+    for (const lower::Stmt& s : *list)
+      if (s.atom >= 0 || s.by_warps) return static_cast<unsigned>(t.execution.warp_size);
+  return kThreads;
+}
 
 int64_t elements(const ir::Graph& g) {
   int64_t n = 0;
@@ -89,7 +110,7 @@ class Library {
 
 using Run = void (*)(void**, long, long, long, unsigned);
 
-void run_and_compare(const Library& lib, const lower::LoweredProgram& p, const ir::Graph& g) {
+void run_and_compare(const Library& lib, const lower::LoweredProgram& p, const ir::Graph& g, const targets::Target& t) {
   std::vector<verify::FloatArray> in = verify::random_inputs(g, 11);
   std::vector<verify::FloatArray> want = verify::eval_float(g, in);
   std::vector<std::vector<unsigned char>> buffers;
@@ -108,7 +129,7 @@ void run_and_compare(const Library& lib, const lower::LoweredProgram& p, const i
   for (const lower::Kernel& k : p.kernels) {
     auto run = reinterpret_cast<Run>(lib.get("mg_run_" + k.entry));
     ASSERT_NE(run, nullptr) << k.entry;
-    run(args.data(), k.grid[0], k.grid[1], k.grid[2], kThreads);
+    run(args.data(), k.grid[0], k.grid[1], k.grid[2], emulated_threads(k, t));
   }
   size_t out = 0;
   for (size_t i = 0; i < p.params.size(); ++i) {
@@ -170,7 +191,7 @@ int emulate_file(const std::string& file, const std::vector<const TestProgram*>&
   }
   for (const auto& [p, g] : lowered) {
     SCOPED_TRACE(p.name);
-    run_and_compare(lib, p, *g);
+    run_and_compare(lib, p, *g, t);
   }
   return static_cast<int>(lowered.size());
 }
@@ -188,6 +209,10 @@ TEST(HostEmulation, GeneratedCudaComputesTheReference) {
   int ran = 0;
   for (const auto& [file, list] : by_file) ran += emulate_file(file, list, t, {}, dir, cxx);
   EXPECT_GE(ran, 40);
+  EXPECT_GE(atom_kernels, 10);
+  EXPECT_GE(warp_reduce_kernels, 5);
+  std::printf("%d programs; %d kernels with tensor-core matmuls, %d with warp reductions\n", ran, atom_kernels,
+              warp_reduce_kernels);
 }
 
 // Tiles spilled to each block's slice of global scratch (LowerOptions::spill_to_global) on a target too small for

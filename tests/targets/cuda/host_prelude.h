@@ -9,8 +9,11 @@
 #include <cmath>
 #include <cstring>
 #include <math.h>
+#include <memory>
 #include <thread>
 #include <vector>
+
+#include "ptx_isa_model.h"
 
 #define MG_HOST_EMULATION 1
 #define __global__
@@ -30,8 +33,29 @@ inline mg_dim3 blockDim;
 // Larger than any target's shared memory per block.
 alignas(16) inline unsigned char mg_smem[1 << 18];
 
+struct uint2 {
+  unsigned x, y;
+};
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+
 namespace mg_host {
 inline std::barrier<>* block_barrier = nullptr;
+
+// Warp-level instructions exchange values between the lanes of one warp through these slots, between two
+// arrivals at the warp's barrier (every lane posts, every lane reads, then the slots may be reused).
+struct WarpSlots {
+  const void* addr[mg_isa::kLanes];
+  unsigned a[mg_isa::kLanes][4];
+  unsigned b[mg_isa::kLanes][2];
+  float c[mg_isa::kLanes][4];
+};
+inline std::vector<std::barrier<>*> warp_barriers;
+inline std::vector<WarpSlots> warp_slots;
+inline int lane() { return static_cast<int>(threadIdx.x) % mg_isa::kLanes; }
+inline int warp() { return static_cast<int>(threadIdx.x) / mg_isa::kLanes; }
+inline void warp_sync() { warp_barriers[static_cast<size_t>(warp())]->arrive_and_wait(); }
 
 // Runs `kernel` (a callable that calls the kernel function) on every block of the grid, `threads` threads each.
 template <class F>
@@ -43,6 +67,14 @@ void launch(long gx, long gy, long gz, unsigned threads, F kernel) {
         std::memset(mg_smem, 0xff, sizeof mg_smem);
         std::barrier<> bar(threads);
         block_barrier = &bar;
+        // One barrier per warp, of the lanes that warp has.
+        std::vector<std::unique_ptr<std::barrier<>>> warps;
+        warp_barriers.clear();
+        for (unsigned first = 0; first < threads; first += mg_isa::kLanes) {
+          warps.push_back(std::make_unique<std::barrier<>>(std::min<unsigned>(mg_isa::kLanes, threads - first)));
+          warp_barriers.push_back(warps.back().get());
+        }
+        warp_slots.assign(warps.size(), WarpSlots{});
         std::vector<std::thread> ts;
         for (unsigned t = 0; t < threads; ++t)
           ts.emplace_back([&, t] {
@@ -61,3 +93,78 @@ inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline float mg_host_f16_to_f32(unsigned short bits) { return static_cast<float>(std::bit_cast<_Float16>(bits)); }
 inline unsigned short mg_host_f32_to_f16(float x) { return std::bit_cast<unsigned short>(static_cast<_Float16>(x)); }
+
+// ---- the instructions the tile library reaches through inline PTX on a GPU ----
+
+inline void mg_host_copy(void* dst, const void* src, int bytes) { std::memcpy(dst, src, static_cast<size_t>(bytes)); }
+
+inline unsigned short mg_host_bits(const void* p) {
+  unsigned short h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
+// ldmatrix.sync.aligned.m8n8.x{count}[.trans].shared.b16 on a row address per lane (mg_isa::ldmatrix_element).
+inline void mg_host_ldmatrix(unsigned* r, int count, bool trans, const void* row_address) {
+  using namespace mg_host;
+  WarpSlots& w = warp_slots[static_cast<size_t>(warp())];
+  w.addr[lane()] = row_address;
+  warp_sync();
+  for (int j = 0; j < count; ++j) {
+    unsigned short h[2];
+    for (int e = 0; e < 2; ++e) {
+      const mg_isa::RowCol rc = mg_isa::ldmatrix_element(lane(), e, trans);
+      const unsigned char* row = static_cast<const unsigned char*>(w.addr[8 * j + rc.row]);
+      h[e] = mg_host_bits(row + 2 * rc.col);
+    }
+    r[j] = static_cast<unsigned>(h[0]) | (static_cast<unsigned>(h[1]) << 16);
+  }
+  warp_sync();
+}
+
+inline float mg_host_half(unsigned reg, int e, bool bf16) {
+  const unsigned short h = static_cast<unsigned short>(reg >> (16 * e));
+  return bf16 ? std::bit_cast<float>(static_cast<unsigned>(h) << 16) : static_cast<float>(std::bit_cast<_Float16>(h));
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 d, a, b, d: the whole warp's fragments are
+// gathered into A, B and C by the ISA's maps, and each lane takes its elements of D = A·B + C.
+inline void mg_host_mma_m16n8k16(float* d, const unsigned* a, const unsigned* b, bool bf16) {
+  using namespace mg_host;
+  WarpSlots& w = warp_slots[static_cast<size_t>(warp())];
+  std::memcpy(w.a[lane()], a, sizeof w.a[0]);
+  std::memcpy(w.b[lane()], b, sizeof w.b[0]);
+  std::memcpy(w.c[lane()], d, sizeof w.c[0]);
+  warp_sync();
+  float A[16][16], B[16][8], C[16][8];
+  for (int l = 0; l < mg_isa::kLanes; ++l) {
+    for (int i = 0; i < 8; ++i) {
+      const mg_isa::RowCol rc = mg_isa::mma_m16n8k16_a(l, i);
+      A[rc.row][rc.col] = mg_host_half(w.a[l][i / 2], i % 2, bf16);
+    }
+    for (int i = 0; i < 4; ++i) {
+      const mg_isa::RowCol rb = mg_isa::mma_m16n8k16_b(l, i);
+      B[rb.row][rb.col] = mg_host_half(w.b[l][i / 2], i % 2, bf16);
+      const mg_isa::RowCol rc = mg_isa::mma_m16n8k16_c(l, i);
+      C[rc.row][rc.col] = w.c[l][i];
+    }
+  }
+  for (int i = 0; i < 4; ++i) {
+    const mg_isa::RowCol rc = mg_isa::mma_m16n8k16_c(lane(), i);
+    float sum = C[rc.row][rc.col];
+    for (int k = 0; k < 16; ++k) sum += A[rc.row][k] * B[k][rc.col];
+    d[i] = sum;
+  }
+  warp_sync();
+}
+
+// __shfl_xor_sync over the whole warp.
+inline float mg_host_shfl_xor(float v, int mask) {
+  using namespace mg_host;
+  WarpSlots& w = warp_slots[static_cast<size_t>(warp())];
+  w.c[lane()][0] = v;
+  warp_sync();
+  const float other = w.c[lane() ^ mask][0];
+  warp_sync();
+  return other;
+}

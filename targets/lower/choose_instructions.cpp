@@ -1,0 +1,85 @@
+// Pass 6 of the lowering, the first decisions of the thread level (docs/lowering.md, "The thread level"): which
+// hardware instruction implements a statement. Everything here is read from the target file and the kernel IR's
+// compile-time facts (shapes, strides, origin coefficients); nothing names a GPU.
+//   - Matmul: a matrix instruction of the target's [[matrix]] table, run by whole warps on tiles in shared memory,
+//     when the back end implements it, the file gives its lane layouts, the operand types are among its types
+//     (A may be f32, converted to B's type in registers), and N and K are multiples of its shape (M is free: rows
+//     past M are computed from a clamped row and never stored).
+//   - Reduce: a whole warp folds each output (lanes stride the group, then a shuffle tree of the target's warp
+//     size) when the group has at least a warp's worth of elements.
+//   - Load and Store: the widest global access of 16, 8 or 4 bytes whose alignment is proven for every block and
+//     iteration; loads of 16 bytes into shared memory go through cp.async where the target has it.
+#include <algorithm>
+
+#include "targets/lower/passes.h"
+
+namespace morgana::lower {
+
+namespace {
+
+// Kernel parameters and workspace regions start at multiples of this (docs/lowering.md, "The parameter contract").
+constexpr int64_t kBaseAlign = 16;
+
+bool is_16_bit(ir::DType t) { return t == ir::DType::f16 || t == ir::DType::bf16; }
+
+int64_t widest_access(const Stmt& s, const GlobalTensor& g, const Tile& tile) {
+  const int64_t es = ir::dtype_bytes(g.dtype);
+  const size_t last = g.shape.size() - 1;
+  if (g.strides[last] != 1) return 0;
+  for (int64_t bytes : {int64_t{16}, int64_t{8}, int64_t{4}}) {
+    if (bytes <= es || bytes > kBaseAlign) continue;
+    const int64_t per = bytes / es;
+    bool ok = tile.shape[last] % per == 0 && g.offset % bytes == 0;
+    for (size_t d = 0; d < last; ++d) ok = ok && (g.strides[d] * es) % bytes == 0;
+    const Affine& o = s.origin[last];
+    for (int64_t c : o.block) ok = ok && (c * es) % bytes == 0;
+    ok = ok && (o.loop * es) % bytes == 0;
+    // A masked last dim: vectors must lie wholly inside or wholly outside the tensor.
+    if (s.mask & (1u << last)) ok = ok && g.shape[last] % per == 0;
+    if (ok) return bytes;
+  }
+  return 0;
+}
+
+int choose_atom(const Stmt& s, const Kernel& k, const targets::Target& t, const std::vector<std::string>& ops) {
+  const Tile& a = k.tiles[static_cast<size_t>(s.a)];
+  const Tile& b = k.tiles[static_cast<size_t>(s.b)];
+  const Tile& d = k.tiles[static_cast<size_t>(s.dst)];
+  if (a.space != Space::shared || b.space != Space::shared || d.space != Space::shared) return -1;
+  if (!is_16_bit(b.dtype) || (a.dtype != b.dtype && a.dtype != ir::DType::f32)) return -1;
+  if (k.block[0] % t.execution.warp_size != 0) return -1;
+  const int64_t n = d.shape.back(), kk = a.shape.back();
+  const std::string type(ir::dtype_name(b.dtype));
+  for (size_t i = 0; i < t.matrix.size(); ++i) {
+    const targets::MatrixInstr& m = t.matrix[i];
+    if (std::find(ops.begin(), ops.end(), m.op) == ops.end() || !m.has_lane_layouts()) continue;
+    if (m.scope != "warp" && m.scope != "wave") continue;
+    if (std::find(m.ab_types.begin(), m.ab_types.end(), type) == m.ab_types.end() || m.acc != "f32") continue;
+    if (n % m.n != 0 || kk % m.k != 0) continue;
+    return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+void choose_instructions(Kernel& k, const LoweredProgram& p, const targets::Target& target,
+                         const std::vector<std::string>& matrix_ops) {
+  for (auto* list : {&k.prologue, &k.body, &k.epilogue})
+    for (Stmt& s : *list) {
+      if (s.kind == StmtKind::Matmul) s.atom = choose_atom(s, k, target, matrix_ops);
+      if (s.kind == StmtKind::Reduce) {
+        // A warp per output once every lane has an element to fold; shorter groups fold faster in one thread.
+        const Tile& x = k.tiles[static_cast<size_t>(s.a)];
+        const int64_t groups = x.shape[static_cast<size_t>(s.dim)] / s.to;
+        s.by_warps = groups >= target.execution.warp_size && k.block[0] % target.execution.warp_size == 0;
+      }
+      if (s.kind != StmtKind::Load && s.kind != StmtKind::Store) continue;
+      const Tile& tile = k.tiles[static_cast<size_t>(s.kind == StmtKind::Load ? s.dst : s.a)];
+      s.vector_bytes = widest_access(s, p.tensors[static_cast<size_t>(s.tensor)], tile);
+      s.async = s.kind == StmtKind::Load && s.vector_bytes == 16 && tile.space == Space::shared &&
+                target.async.cp_async;
+    }
+}
+
+}  // namespace morgana::lower
