@@ -3,7 +3,7 @@
 // compile-time facts (shapes, strides, origin coefficients); nothing names a GPU.
 //   - Matmul: a matrix instruction of the target's [[matrix]] table, run by whole warps on tiles in shared memory,
 //     when the back end implements it, the file gives its lane layouts, the operand types are among its types
-//     (A may be f32, converted to B's type in registers), and N and K are multiples of its shape (M is free: rows
+//     (one operand may be f32, converted to the other's type in registers), and N and K are multiples of its shape (M is free: rows
 //     past M are computed from a clamped row and never stored).
 //   - Reduce: a whole warp folds each output (lanes stride the group, then a shuffle tree of the target's warp
 //     size) when the group has at least a warp's worth of elements.
@@ -46,10 +46,14 @@ int choose_atom(const Stmt& s, const Kernel& k, const targets::Target& t, const 
   const Tile& b = k.tiles[static_cast<size_t>(s.b)];
   const Tile& d = k.tiles[static_cast<size_t>(s.dst)];
   if (a.space != Space::shared || b.space != Space::shared || d.space != Space::shared) return -1;
-  if (!is_16_bit(b.dtype) || (a.dtype != b.dtype && a.dtype != ir::DType::f32)) return -1;
+  // The instruction's type is the 16-bit operand's; an f32 operand is converted to it in registers.
+  const ir::DType type16 = is_16_bit(b.dtype) ? b.dtype : a.dtype;
+  if (!is_16_bit(type16)) return -1;
+  for (ir::DType x : {a.dtype, b.dtype})
+    if (x != type16 && x != ir::DType::f32) return -1;
   if (k.block[0] % t.execution.warp_size != 0) return -1;
   const int64_t n = d.shape.back(), kk = a.shape.back();
-  const std::string type(ir::dtype_name(b.dtype));
+  const std::string type(ir::dtype_name(type16));
   for (size_t i = 0; i < t.matrix.size(); ++i) {
     const targets::MatrixInstr& m = t.matrix[i];
     if (std::find(ops.begin(), ops.end(), m.op) == ops.end() || !m.has_lane_layouts()) continue;

@@ -424,6 +424,40 @@ __device__ __forceinline__ void load_a(unsigned (&a)[4], const TA* tile, int m0,
   }
 }
 
+// The B fragment of rows k0.. and columns n0.. of a row-major [K, N] tile: ldmatrix.trans for 16-bit tiles (lanes
+// 0-15 address rows k0..k0+15 of the atom's 8 columns; lanes 16-31 repeat them), element by element through the
+// file's B layout, converted, for an f32 tile.
+template <class Atom, int N, class T, class TB>
+__device__ __forceinline__ void load_b(unsigned (&b)[2], const TB* tile, int k0, int n0, int lane) {
+  if constexpr (sizeof(TB) == 2) {
+    ldmatrix_x2_trans(b, tile + (k0 + lane % 16) * N + n0);
+  } else {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      unsigned short h[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int v = 2 * r + half;
+        h[half] = bits16(from_f32<T>(tile[(k0 + Atom::b_row(lane, v)) * N + n0 + Atom::b_col(lane, v)]));
+      }
+      b[r] = pack2(h[0], h[1]);
+    }
+  }
+}
+
+template <class TA, class TB>
+struct Type16 {
+  typedef TB type;
+};
+template <class TB>
+struct Type16<float, TB> {
+  typedef TB type;
+};
+template <class TA>
+struct Type16<TA, float> {
+  typedef TA type;
+};
+
 // dst = a·b (with `accumulate`, dst += a·b) on matrix instructions, batched like mg::matmul. Warps take tasks of
 // one 16-row block and up to four 8-column atoms, so each A fragment serves several atoms; within a task the
 // accumulators stay in registers across the K loop and dst is read and written once.
@@ -431,6 +465,8 @@ template <class Atom, class S, class SA, class SB, class TA, class TB>
 __device__ __forceinline__ void matmul_atom(float* dst, const TA* a, const TB* b, bool accumulate) {
   static_assert(Atom::m == 16 && Atom::n == 8 && Atom::k == 16, "morgana_tile.cuh implements m16n8k16");
   static_assert(ldmatrix_matches<Atom>(), "the target file's A/B lane layouts are not ldmatrix's");
+  // The instruction's type: the 16-bit operand's (lowering allows at most one f32 operand).
+  typedef typename Type16<TA, TB>::type T;
   constexpr int M = S::d2, N = S::d3, K = SA::d3;
   static_assert(N % Atom::n == 0 && K % Atom::k == 0, "lowering chose the atom for N and K multiples of it");
   constexpr int row_blocks = (M + Atom::m - 1) / Atom::m, atoms_n = N / Atom::n;
@@ -455,13 +491,12 @@ __device__ __forceinline__ void matmul_atom(float* dst, const TA* a, const TB* b
 #pragma unroll 2
     for (int k0 = 0; k0 < K; k0 += Atom::k) {
       unsigned fa[4];
-      load_a<Atom, M, K, TB>(fa, pa, m0, k0, lane);
+      load_a<Atom, M, K, T>(fa, pa, m0, k0, lane);
 #pragma unroll
       for (int g = 0; g < group; ++g) {
         unsigned fb[2];
-        // Lanes 0-15 address rows k0.. k0+15 of the 8 columns of this atom (lanes 16-31 repeat them).
-        ldmatrix_x2_trans(fb, pb + (k0 + lane % 16) * N + n0 + g * Atom::n);
-        mma_16816<TB>(acc[g], fa, fb);
+        load_b<Atom, N, T>(fb, pb, k0, n0 + g * Atom::n, lane);
+        mma_16816<T>(acc[g], fa, fb);
       }
     }
 #pragma unroll
