@@ -22,7 +22,9 @@ constexpr int64_t kBaseAlign = 16;
 
 bool is_16_bit(ir::DType t) { return t == ir::DType::f16 || t == ir::DType::bf16; }
 
-int64_t widest_access(const Stmt& s, const GlobalTensor& g, const Tile& tile) {
+}  // namespace
+
+int64_t global_access_bytes(const Stmt& s, const GlobalTensor& g, const Tile& tile) {
   const int64_t es = ir::dtype_bytes(g.dtype);
   const size_t last = g.shape.size() - 1;
   if (g.strides[last] != 1) return 0;
@@ -40,6 +42,8 @@ int64_t widest_access(const Stmt& s, const GlobalTensor& g, const Tile& tile) {
   }
   return 0;
 }
+
+namespace {
 
 int choose_atom(const Stmt& s, const Kernel& k, const targets::Target& t, const std::vector<std::string>& ops) {
   const Tile& a = k.tiles[static_cast<size_t>(s.a)];
@@ -80,7 +84,7 @@ void choose_instructions(Kernel& k, const LoweredProgram& p, const targets::Targ
       }
       if (s.kind != StmtKind::Load && s.kind != StmtKind::Store) continue;
       const Tile& tile = k.tiles[static_cast<size_t>(s.kind == StmtKind::Load ? s.dst : s.a)];
-      s.vector_bytes = widest_access(s, p.tensors[static_cast<size_t>(s.tensor)], tile);
+      s.vector_bytes = global_access_bytes(s, p.tensors[static_cast<size_t>(s.tensor)], tile);
       s.async = s.kind == StmtKind::Load && s.vector_bytes == 16 && tile.space == Space::shared &&
                 target.async.cp_async;
     }

@@ -153,7 +153,15 @@ class Emitter {
     return q.role == Role::workspace ? "g_" + g.name : "p_" + q.name;
   }
 
-  std::string tile_ref(const Kernel& k, int t) const { return "t_" + k.tiles[static_cast<size_t>(t)].name; }
+  // A tile's pointer; for a tile of several buffers, the buffer of iteration `iter_` (the loop variable in the
+  // body, 0 in the prologue, the next iteration for a Load ahead).
+  std::string tile_ref(const Kernel& k, int t) const {
+    const Tile& tile = k.tiles[static_cast<size_t>(t)];
+    if (tile.stages == 1) return "t_" + tile.name;
+    if (iter_ == "0") return "t_" + tile.name + "_buffers";
+    return "(t_" + tile.name + "_buffers + " + iter_ + " % " + std::to_string(tile.stages) + " * " +
+           std::to_string(tile.numel()) + ")";
+  }
   std::string shape_ref(const Kernel& k, int t) const { return "S_" + k.tiles[static_cast<size_t>(t)].name; }
 
   std::string global_type(int i) const {
@@ -168,7 +176,7 @@ class Emitter {
       if (c) s += (s.empty() ? "" : " + ") + std::string(var) + (c == 1 ? "" : " * " + std::to_string(c));
     };
     for (size_t g = 0; g < 3; ++g) term(kBlock[g], a.block[g]);
-    term("it", a.loop);
+    if (iter_ != "0") term(iter_.c_str(), a.loop);  // outside the loop the iteration is 0: the term vanishes
     return s.empty() ? "0" : s;
   }
 
@@ -210,7 +218,7 @@ class Emitter {
 
   void stmt(const Kernel& k, const Stmt& s, const std::string& in) {
     const std::string origin = s.from.str();
-    if (s.kind != StmtKind::Barrier && s.from.text != last_text_) {
+    if (s.kind != StmtKind::Barrier && s.kind != StmtKind::AsyncWait && s.from.text != last_text_) {
       line(in + "// " + s.from.text + (s.from.loc.known() ? "  [" + s.from.loc.str() + "]" : ""), origin);
       last_text_ = s.from.text;
     }
@@ -222,13 +230,22 @@ class Emitter {
         line(in + std::string(d_.barrier), origin);
         return;
       case StmtKind::Load: {
+        // A Load ahead fills the next iteration's buffer, when there is a next iteration.
+        const std::string saved = iter_;
+        if (s.ahead) iter_ = "(it + " + std::to_string(s.ahead) + ")";
+        const bool batched = k.tiles[static_cast<size_t>(s.dst)].stages > 1;
         std::string at = placement(s, mask);
-        line(in + "mg::load<" + S(s.dst) + ", " + global_type(s.tensor) + ", " + mask + ", " +
-                 std::to_string(s.vector_bytes) + ", " + (s.async ? "true" : "false") + ">(" + t(s.dst) + ", " +
-                 tensor_ref(s.tensor) + ", " + at + ", " + float_literal(s.pad) + ");",
+        line(in + (s.ahead ? "if (" + iter_ + " < " + std::to_string(k.loop) + ") " : std::string()) + "mg::load<" +
+                 S(s.dst) + ", " + global_type(s.tensor) + ", " + mask + ", " + std::to_string(s.vector_bytes) +
+                 ", " + (!s.async ? "mg::copy_sync" : batched ? "mg::copy_async_batch" : "mg::copy_async") + ">(" +
+                 t(s.dst) + ", " + tensor_ref(s.tensor) + ", " + at + ", " + float_literal(s.pad) + ");",
              origin);
+        iter_ = saved;
         return;
       }
+      case StmtKind::AsyncWait:
+        line(in + "mg::async_wait<" + std::to_string(s.pending) + ">();", origin);
+        return;
       case StmtKind::Store: {
         std::string at = placement(s, mask);
         line(in + "mg::store<" + S(s.a) + ", " + global_type(s.tensor) + ", " + mask + ", " +
@@ -337,19 +354,24 @@ class Emitter {
     for (const Tile& tile : k.tiles) {
       const char* base = tile.space == Space::global ? "mg_scratch" : "mg_smem";
       line(in + "using S_" + tile.name + " = mg::Shape<" + join(pad4(tile.shape, 1)) + ">;", tile.from.str());
-      line(in + storage(tile.dtype) + "* const t_" + tile.name + " = reinterpret_cast<" + storage(tile.dtype) + "*>(" +
-               base + " + " + std::to_string(tile.offset) + ");  // " + std::string(ir::dtype_name(tile.dtype)) +
-               dims_text(tile.shape) + (tile.space == Space::global ? ", spilled to global memory" : ""),
+      line(in + storage(tile.dtype) + "* const t_" + tile.name + (tile.stages > 1 ? "_buffers" : "") +
+               " = reinterpret_cast<" + storage(tile.dtype) + "*>(" + base + " + " + std::to_string(tile.offset) +
+               ");  // " + std::string(ir::dtype_name(tile.dtype)) + dims_text(tile.shape) +
+               (tile.stages > 1 ? ", " + std::to_string(tile.stages) + " buffers (pipelined loads)" : "") +
+               (tile.space == Space::global ? ", spilled to global memory" : ""),
            tile.from.str());
     }
     last_text_.clear();
+    iter_ = "0";
     for (const Stmt& s : k.prologue) stmt(k, s, in);
     if (!k.body.empty()) {
+      iter_ = "it";
       line(in + "for (" + idx + " it = 0; it < " + std::to_string(k.loop) + "; ++it) {", origin);
       for (const Stmt& s : k.body) stmt(k, s, in + "  ");
       line(in + "}", origin);
     }
     last_text_.clear();
+    iter_ = "0";
     for (const Stmt& s : k.epilogue) stmt(k, s, in);
     line("}", origin);
   }
@@ -361,6 +383,7 @@ class Emitter {
   std::string text_;
   std::vector<std::string> origin_;
   std::string last_text_;
+  std::string iter_ = "0";  // the iteration the statement being emitted works on (see tile_ref)
 };
 
 }  // namespace

@@ -141,11 +141,13 @@ class Machine {
     int64_t state_base;  // cell index of that byte in state_
     int64_t limit;       // bytes of the space the block owns
   };
+  // A tile of several buffers is in buffer (iteration % stages), the iteration being the one a Load ahead fills.
   Place place(const Tile& t) {
-    if (t.space == Space::shared) return {&smem_, t.offset, t.offset / 2, k_->smem_bytes};
+    const int64_t offset = t.offset + (iteration() % t.stages) * t.stage_bytes();
+    if (t.space == Space::shared) return {&smem_, offset, offset / 2, k_->smem_bytes};
     for (size_t i = 0; i < p_.params.size(); ++i)
       if (p_.params[i].role == Role::workspace)
-        return {&params_[i], scratch_base_ + t.offset, static_cast<int64_t>(smem_.v.size()) + t.offset / 2,
+        return {&params_[i], scratch_base_ + offset, static_cast<int64_t>(smem_.v.size()) + offset / 2,
                 k_->scratch_bytes};
     MG_CHECK(false, "a spilled tile but no workspace");
     return {};
@@ -155,7 +157,7 @@ class Machine {
     const Tile& t = k_->tiles[static_cast<size_t>(tile)];
     const int64_t es = ir::dtype_bytes(t.dtype), n = t.numel();
     const Place at = place(t);
-    if (t.offset + n * es > at.limit) fail(s, "tile '" + t.name + "' lies outside the block's tile memory");
+    if (t.offset + t.bytes() > at.limit) fail(s, "tile '" + t.name + "' lies outside the block's tile memory");
     std::vector<float> v(static_cast<size_t>(n));
     for (int64_t e = 0; e < n; ++e) {
       int64_t byte = at.base + e * es;
@@ -180,7 +182,7 @@ class Machine {
     const int64_t es = ir::dtype_bytes(t.dtype);
     MG_CHECK(static_cast<int64_t>(v.size()) == t.numel(), "execute: tile size mismatch");
     const Place at = place(t);
-    if (t.offset + t.numel() * es > at.limit) fail(s, "tile '" + t.name + "' lies outside the block's tile memory");
+    if (t.offset + t.bytes() > at.limit) fail(s, "tile '" + t.name + "' lies outside the block's tile memory");
     for (size_t e = 0; e < v.size(); ++e) {
       auto ei = static_cast<int64_t>(e);
       int64_t byte = at.base + ei * es;
@@ -205,7 +207,7 @@ class Machine {
     int64_t off = 0;
     for (size_t d = 0; d < idx.size(); ++d) {
       const Affine& a = s.origin[d];
-      int64_t x = a.block[0] * b_[0] + a.block[1] * b_[1] + a.block[2] * b_[2] + a.loop * it_ + idx[d];
+      int64_t x = a.block[0] * b_[0] + a.block[1] * b_[1] + a.block[2] * b_[2] + a.loop * iteration() + idx[d];
       if (x >= g.shape[d]) {
         if (s.mask & (1u << d)) return -1;
         fail(s, "index " + std::to_string(x) + " of dim " + std::to_string(d) + " is outside tensor '" + g.name +
@@ -222,7 +224,11 @@ class Machine {
       case StmtKind::Barrier:
         ++epoch_;
         return;
+      case StmtKind::AsyncWait:  // copies are synchronous here
+        return;
       case StmtKind::Load: {
+        if (it_ + s.ahead >= k_->loop) return;  // no iteration to prefetch
+        Ahead ahead(*this, s.ahead);
         const GlobalTensor& g = p_.tensors[static_cast<size_t>(s.tensor)];
         const Shape& ts = shape(s.dst);
         std::vector<float> v(static_cast<size_t>(numel(ts)));
@@ -366,6 +372,14 @@ class Machine {
   std::vector<CellState> state_;
   std::array<int64_t, 3> b_{};
   int64_t it_ = 0;
+  int64_t ahead_ = 0;  // while a Load of a later iteration runs: how many iterations later
+  int64_t iteration() const { return it_ + ahead_; }
+  // Sets ahead_ for the duration of one Load.
+  struct Ahead {
+    Ahead(Machine& e, int64_t n) : e_(e) { e_.ahead_ = n; }
+    ~Ahead() { e_.ahead_ = 0; }
+    Machine& e_;
+  };
   int64_t scratch_base_ = 0;  // byte of this block's scratch slice in the workspace
   int64_t epoch_ = 0, inst_ = 0;
 };

@@ -16,7 +16,9 @@ int64_t Tile::numel() const {
   return n;
 }
 
-int64_t Tile::bytes() const { return numel() * ir::dtype_bytes(dtype); }
+int64_t Tile::stage_bytes() const { return numel() * ir::dtype_bytes(dtype); }
+
+int64_t Tile::bytes() const { return stage_bytes() * stages; }
 
 std::string_view role_name(Role r) {
   switch (r) {
@@ -38,6 +40,7 @@ std::string_view stmt_name(StmtKind k) {
     case StmtKind::Concat: return "concat";
     case StmtKind::Accumulate: return "accumulate";
     case StmtKind::Barrier: return "barrier";
+    case StmtKind::AsyncWait: return "async_wait";
   }
   return "?";
 }
@@ -45,7 +48,8 @@ std::string_view stmt_name(StmtKind k) {
 std::vector<int> stmt_reads(const Stmt& s) {
   switch (s.kind) {
     case StmtKind::Load:
-    case StmtKind::Barrier: return {};
+    case StmtKind::Barrier:
+    case StmtKind::AsyncWait: return {};
     case StmtKind::Store:
     case StmtKind::Unary:
     case StmtKind::Reduce: return {s.a};
@@ -61,7 +65,8 @@ std::vector<int> stmt_reads(const Stmt& s) {
 std::vector<int> stmt_writes(const Stmt& s) {
   switch (s.kind) {
     case StmtKind::Store:
-    case StmtKind::Barrier: return {};
+    case StmtKind::Barrier:
+    case StmtKind::AsyncWait: return {};
     case StmtKind::Accumulate: return s.state >= 0 ? std::vector<int>{s.dst, s.state} : std::vector<int>{s.dst};
     default: return {s.dst};
   }
@@ -95,7 +100,8 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
   };
   std::string op(ir::op_name(s.op));
   switch (s.kind) {
-    case StmtKind::Load: return t(s.dst) + " = load " + at();
+    case StmtKind::Load:
+      return t(s.dst) + " = load " + at() + (s.ahead ? " of iteration it+" + std::to_string(s.ahead) : "");
     case StmtKind::Store: return "store " + at() + " = " + t(s.a);
     case StmtKind::Unary:
       return t(s.dst) + " = " + op + "(" + t(s.a) +
@@ -111,6 +117,7 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
     case StmtKind::Accumulate:
       return t(s.dst) + " = " + op + "(" + t(s.a) + (s.b >= 0 ? ", " + t(s.b) + ", max " + t(s.state) : "") + ")";
     case StmtKind::Barrier: return "barrier";
+    case StmtKind::AsyncWait: return "async_wait pending " + std::to_string(s.pending);
   }
   return "?";
 }
@@ -137,7 +144,8 @@ std::string print(const LoweredProgram& p) {
              std::to_string(k.scratch_offset) + "\n";
     for (const Tile& t : k.tiles)
       out += "  tile " + t.name + " " + std::string(ir::dtype_name(t.dtype)) + list(t.shape) +
-             (t.space == Space::global ? " scratch @" : " @") + std::to_string(t.offset) + "\n";
+             (t.space == Space::global ? " scratch @" : " @") + std::to_string(t.offset) +
+             (t.stages > 1 ? " stages " + std::to_string(t.stages) : "") + "\n";
     const std::pair<const char*, const std::vector<Stmt>*> sections[] = {
         {"prologue", &k.prologue}, {"body", &k.body}, {"epilogue", &k.epilogue}};
     for (const auto& [name, stmts] : sections) {

@@ -63,10 +63,14 @@ struct Tile {
   std::vector<int64_t> shape;
   Space space = Space::shared;
   int64_t offset = 0;  // bytes from the start of the block's shared memory or scratch slice (set by the plan)
+  // Buffers the tile rotates through (pass pipeline_loads): the loop body works on buffer it % stages while the
+  // load of a later iteration fills the next one. Buffer i starts at offset + i * stage_bytes().
+  int64_t stages = 1;
   Origin from;
 
   int64_t numel() const;
-  int64_t bytes() const;
+  int64_t stage_bytes() const;  // one buffer
+  int64_t bytes() const;        // all buffers
 };
 
 // A position along one dim of a tensor, as a function of the block index and the for-loop iteration:
@@ -89,6 +93,9 @@ enum class StmtKind : uint8_t {
   Accumulate,  // first iteration: dst = a (and state = b); after: acc_sum dst += a, acc_max dst = max(dst, a),
                // acc_rescale_sum M' = max(state, b), dst = dst*exp(state - M') + a*exp(b - M'), state = M'
   Barrier,     // every thread of the block arrives before any continues
+  AsyncWait,   // closes the batch of asynchronous loads issued since the last AsyncWait, then waits until this
+               // thread's copies are complete except those of the newest `pending` batches; a Barrier then
+               // publishes them to the block
 };
 
 struct Stmt {
@@ -105,6 +112,9 @@ struct Stmt {
   int64_t to = 1;                     // Reduce
   double scalar = 0;                  // Unary mul_scalar, add_scalar
   bool accumulate = false;            // Matmul
+  int64_t ahead = 0;                  // Load: of iteration it + ahead, into its buffer; skipped past the last one.
+                                      // In the prologue it is 0.
+  int pending = 0;                    // AsyncWait
   // Thread-level choices (pass choose_instructions, docs/lowering.md "The thread level"):
   int atom = -1;             // Matmul: index into the target's [[matrix]] list of the instruction it runs on, or
                              // -1 for the scalar routine

@@ -95,6 +95,7 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
                           " threads per block of target '" + target.identity.name + "'",
                       site.from.loc);
     Kernel k = lower_block(site);
+    pipeline_loads(k, p, target);
     plan_shared_memory(k, target, options.spill_to_global);
     insert_barriers(k);
     choose_instructions(k, p, target, options.matrix_ops);

@@ -5,6 +5,8 @@
 //                                           a default tiling chosen from the target; outputs that are inputs or
 //                                           returned twice get a copy
 //   3. lower_block (per block op)           block graph -> one kernel: sections, tiles, statements
+//   3b. pipeline_loads (per kernel)        loads of the next iteration issued before this one's math (cp.async,
+//                                           two buffers)
 //   4. plan_shared_memory (per kernel)      tile offsets; a block op whose tiles do not fit is a UserError
 //                                           (or, if allowed, spills tiles to global scratch)
 //   5. insert_barriers (per kernel)         barriers between statements that share shared memory

@@ -25,6 +25,18 @@ struct BlockSite {
 // statements in node order with each load placed just before its first use. Offsets and barriers come later.
 Kernel lower_block(const BlockSite& site);
 
+// Pass 3b: software pipelining of the for-loop. Where the target has asynchronous copies and the loop runs more than
+// once, every body load that can move 16 bytes per access gets a second buffer: the prologue issues iteration 0's
+// copies, each iteration first issues those of the next one into the other buffer and then waits for its own
+// (AsyncWait, pending 1), so loads overlap the body's math. Left as is when the second buffers do not fit the
+// target's shared memory.
+void pipeline_loads(Kernel& k, const LoweredProgram& p, const targets::Target& target);
+
+// The widest global access (16, 8 or 4 bytes; 0: one element at a time) of a load or store whose alignment holds for
+// every block and iteration: last dim contiguous; the tile's last extent, every other stride, every coefficient of
+// the origin along the last dim and the tensor's offset multiples of it; a masked last dim a multiple of it.
+int64_t global_access_bytes(const Stmt& s, const GlobalTensor& g, const Tile& tile);
+
 // Pass 4, first half: liveness-based offsets of the tiles in `space` (a tile may reuse the space of tiles that are
 // dead, an elementwise op may write over an operand that dies there); returns the bytes the block needs there.
 int64_t assign_offsets(Kernel& k, Space space = Space::shared);

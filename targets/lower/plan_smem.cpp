@@ -60,8 +60,9 @@ std::vector<Interval> lifetimes(const Kernel& k) {
       for (int t : stmt_writes(s))
         if (!first[static_cast<size_t>(t)]) first[static_cast<size_t>(t)] = 1;
     }
+    // So must a tile of several buffers: the next iteration's buffer is filled while this one's is read.
     for (size_t t = 0; t < n_tiles; ++t)
-      if (first[t] == 2) {
+      if (first[t] == 2 || (k.tiles[t].stages > 1 && live[t].used())) {
         live[t].start = std::min(live[t].start, body_begin);
         live[t].end = std::max(live[t].end, body_end);
       }
@@ -91,6 +92,9 @@ int64_t assign_offsets(Kernel& k, Space space) {
       const Tile& t = k.tiles[static_cast<size_t>(x)];
       size_t gx = group[static_cast<size_t>(x)], gd = group[static_cast<size_t>(s.dst)];
       auto p = static_cast<int64_t>(pos);
+      // A tile of several buffers (pipelined loads) is never written over: which buffer holds the value changes
+      // with the iteration.
+      if (t.stages != 1 || d.stages != 1) continue;
       if (t.dtype != d.dtype || t.shape != d.shape || t.space != space || d.space != space || span[gx].end != p ||
           live[static_cast<size_t>(s.dst)].start != p || gd != static_cast<size_t>(s.dst))
         continue;

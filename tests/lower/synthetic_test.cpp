@@ -60,7 +60,7 @@ TEST(SyntheticTarget, Warp64TilesFollowTheTarget) {
   EXPECT_EQ(p.kernels[0].block[0], 256);
   lower::GeneratedSource src = cuda::emit_cuda(p, t);
   EXPECT_NE(src.text.find("#define MG_WARP_SIZE 64\n"), std::string::npos);
-  EXPECT_NE(src.text.find("__launch_bounds__(256)"), std::string::npos);
+  EXPECT_NE(src.text.find("__launch_bounds__(256, 1)"), std::string::npos);
   EXPECT_GE(run_all(t, 1 << 20), 30);
 }
 

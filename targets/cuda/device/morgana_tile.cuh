@@ -217,14 +217,28 @@ __device__ __forceinline__ void cp_async_wait_all() {
 #endif
 }
 
+// The kernel IR's AsyncWait: closes the batch of copies issued since the last one (a cp.async group) and waits until
+// at most PENDING batches of this thread are incomplete.
+template <int PENDING>
+__device__ __forceinline__ void async_wait() {
+#ifndef MG_HOST_EMULATION
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
+#endif
+}
+
+// How a load moves its tile: plain loads and stores; asynchronous copies waited for before the load returns; or
+// asynchronous copies left in flight, part of the batch the next async_wait closes (pipelined loads).
+enum Copy { copy_sync = 0, copy_async = 1, copy_async_batch = 2 };
+
 // dst = the tile of src at origin (o0..o3); elements outside the tensor along the masked dims read `pad`.
 // VEC > sizeof(T): each thread moves VEC bytes per access (lowering proved the alignment: the last dim is
 // contiguous, and every origin, stride and extent is a multiple of the vector; a masked last dim holds whole
-// vectors); ASYNC: through cp.async, waited for before returning (the barrier after a load orders the block).
-template <class S, class G, int MASK, int VEC, bool ASYNC, class T>
+// vectors); COPY (mg::Copy): how the vectors move.
+template <class S, class G, int MASK, int VEC, int COPY, class T>
 __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, i64 o1, i64 o2, i64 o3, float pad) {
   if constexpr (VEC > static_cast<int>(sizeof(T))) {
     static_assert(G::s3 == 1 && S::d3 % (VEC / sizeof(T)) == 0, "vector loads need a contiguous, whole last dim");
+    static_assert(COPY == copy_sync || VEC == 16, "cp.async.cg moves 16 bytes");
     constexpr int per = VEC / sizeof(T), vectors = S::size / per;
     typedef typename Vec<VEC>::type V;
 #pragma unroll 4
@@ -234,7 +248,7 @@ __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, 
       const i64 g0 = o0 + x.i0, g1 = o1 + x.i1, g2 = o2 + x.i2, g3 = o3 + x.i3;
       if (inside<G, MASK>(g0, g1, g2, g3)) {
         const T* from = src + g0 * G::s0 + g1 * G::s1 + g2 * G::s2 + g3;
-        if constexpr (ASYNC)
+        if constexpr (COPY != copy_sync)
           cp_async_16(dst + e, from);
         else
           *reinterpret_cast<V*>(dst + e) = *reinterpret_cast<const V*>(from);
@@ -243,7 +257,7 @@ __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, 
         for (int j = 0; j < per; ++j) dst[e + j] = fill;
       }
     }
-    if constexpr (ASYNC) cp_async_wait_all();
+    if constexpr (COPY == copy_async) cp_async_wait_all();
   } else {
     const T fill = from_f32<T>(pad);
     for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
@@ -460,7 +474,9 @@ struct Type16<TA, float> {
 
 // dst = a·b (with `accumulate`, dst += a·b) on matrix instructions, batched like mg::matmul. Warps take tasks of
 // one 16-row block and up to four 8-column atoms, so each A fragment serves several atoms; within a task the
-// accumulators stay in registers across the K loop and dst is read and written once.
+// accumulators stay in registers across the K loop and dst is read and written once. When there are fewer tasks
+// than warps (the M <= 16 matmuls of decode and weight streaming), each task's K range is split among several
+// warps, whose partial sums meet in dst through shared-memory atomics (dst first set to C or 0).
 template <class Atom, class S, class SA, class SB, class TA, class TB>
 __device__ __forceinline__ void matmul_atom(float* dst, const TA* a, const TB* b, bool accumulate) {
   static_assert(Atom::m == 16 && Atom::n == 8 && Atom::k == 16, "morgana_tile.cuh implements m16n8k16");
@@ -469,11 +485,18 @@ __device__ __forceinline__ void matmul_atom(float* dst, const TA* a, const TB* b
   typedef typename Type16<TA, TB>::type T;
   constexpr int M = S::d2, N = S::d3, K = SA::d3;
   static_assert(N % Atom::n == 0 && K % Atom::k == 0, "lowering chose the atom for N and K multiples of it");
-  constexpr int row_blocks = (M + Atom::m - 1) / Atom::m, atoms_n = N / Atom::n;
+  constexpr int row_blocks = (M + Atom::m - 1) / Atom::m, atoms_n = N / Atom::n, steps = K / Atom::k;
   constexpr int group = atoms_n % 4 == 0 ? 4 : atoms_n % 2 == 0 ? 2 : 1;
   constexpr int batches = S::d0 * S::d1, tasks = batches * row_blocks * (atoms_n / group);
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, warps = blockDim.x / kWarpSize;
-  for (int task = warp; task < tasks; task += warps) {
+  const int slices = tasks >= warps ? 1 : (warps / tasks < steps ? warps / tasks : steps);
+  if (slices > 1) {
+    if (!accumulate)
+      for (int e = threadIdx.x; e < S::size; e += blockDim.x) dst[e] = 0.0f;
+    __syncthreads();
+  }
+  for (int unit = warp; unit < tasks * slices; unit += warps) {
+    const int task = unit / slices, slice = unit % slices;
     const int ng = task % (atoms_n / group), mb = task / (atoms_n / group) % row_blocks;
     const int bt = task / (atoms_n / group) / row_blocks, b0 = bt / S::d1, b1 = bt % S::d1;
     const TA* pa = a + ((SA::d0 == 1 ? 0 : b0) * SA::d1 + (SA::d1 == 1 ? 0 : b1)) * (M * K);
@@ -486,10 +509,11 @@ __device__ __forceinline__ void matmul_atom(float* dst, const TA* a, const TB* b
 #pragma unroll
       for (int v = 0; v < Atom::c_values; ++v) {
         const int row = m0 + Atom::c_row(lane, v), col = n0 + g * Atom::n + Atom::c_col(lane, v);
-        acc[g][v] = accumulate && row < M ? pd[row * N + col] : 0.0f;
+        acc[g][v] = slices == 1 && accumulate && row < M ? pd[row * N + col] : 0.0f;
       }
+    const int k_end = (slice + 1) * steps / slices * Atom::k;
 #pragma unroll 2
-    for (int k0 = 0; k0 < K; k0 += Atom::k) {
+    for (int k0 = slice * steps / slices * Atom::k; k0 < k_end; k0 += Atom::k) {
       unsigned fa[4];
       load_a<Atom, M, K, T>(fa, pa, m0, k0, lane);
 #pragma unroll
@@ -504,7 +528,11 @@ __device__ __forceinline__ void matmul_atom(float* dst, const TA* a, const TB* b
 #pragma unroll
       for (int v = 0; v < Atom::c_values; ++v) {
         const int row = m0 + Atom::c_row(lane, v), col = n0 + g * Atom::n + Atom::c_col(lane, v);
-        if (row < M) pd[row * N + col] = acc[g][v];
+        if (row >= M) continue;
+        if (slices > 1)
+          atomicAdd(pd + row * N + col, acc[g][v]);
+        else
+          pd[row * N + col] = acc[g][v];
       }
   }
 }

@@ -26,7 +26,7 @@
 // ---- kernel 0: node 'S' (tests/verify/catalogue/true/07_online_softmax.mg:4:7)
 // S = softmax(X, dim=1)
 // grid [1,1,1], 128 threads, 784 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128) ref_k0_S(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S) {
+extern "C" __global__ void __launch_bounds__(128, 1) ref_k0_S(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   using S_x = mg::Shape<1, 1, 4, 32>;
   mg::f16* const t_x = reinterpret_cast<mg::f16*>(mg_smem + 512);  // f16[4,32]
@@ -41,7 +41,7 @@ extern "C" __global__ void __launch_bounds__(128) ref_k0_S(const mg::f16* __rest
   using S_y = mg::Shape<1, 1, 4, 32>;
   float* const t_y = reinterpret_cast<float*>(mg_smem + 0);  // f32[4,32]
   // x = iter(X, imap=[-,-,-])  [tests/verify/catalogue/true/07_online_softmax.mg:4:7]
-  mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, true>(t_x, p_X, 0, 0, 0, 0, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async>(t_x, p_X, 0, 0, 0, 0, 0.0f);
   __syncthreads();
   // m = reduce_max(x, dim=1)  [tests/verify/catalogue/true/07_online_softmax.mg:4:7]
   mg::reduce_max<S_x, S_m, 3, 1, true>(t_m, t_x);
@@ -68,7 +68,7 @@ extern "C" __global__ void __launch_bounds__(128) ref_k0_S(const mg::f16* __rest
 //   S: output f16[4,32]
 //   workspace: workspace 1024 bytes
 // Kernels, in launch order:
-//   cand_k0_M grid [4,1,1] block [32,1,1] shared 112 B  node 'M,L' (tests/verify/catalogue/true/07_online_softmax.mg:9:10)
+//   cand_k0_M grid [4,1,1] block [32,1,1] shared 144 B  node 'M,L' (tests/verify/catalogue/true/07_online_softmax.mg:9:10)
 //   cand_k1_D grid [1,1,1] block [128,1,1] shared 784 B  node 'D' (tests/verify/catalogue/true/07_online_softmax.mg:20:7)
 //   cand_k2_E grid [1,1,1] block [128,1,1] shared 768 B  node 'E' (tests/verify/catalogue/true/07_online_softmax.mg:21:7)
 //   cand_k3_S grid [1,1,1] block [128,1,1] shared 784 B  node 'S' (tests/verify/catalogue/true/07_online_softmax.mg:22:7)
@@ -113,37 +113,41 @@ extern "C" __global__ void __launch_bounds__(128) ref_k0_S(const mg::f16* __rest
 
 // ---- kernel 0: node 'M,L' (tests/verify/catalogue/true/07_online_softmax.mg:9:10)
 // M, L = block(X) grid=[4,1,1] threads=32 loop=4
-// grid [4,1,1], 32 threads, 112 bytes of shared memory, loop of 4
-extern "C" __global__ void __launch_bounds__(32) cand_k0_M(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
+// grid [4,1,1], 32 threads, 144 bytes of shared memory, loop of 4
+extern "C" __global__ void __launch_bounds__(32, 1) cand_k0_M(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   const long long bx = blockIdx.x;
   mg::f16* const g_M = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[4,1]
   mg::f16* const g_L = reinterpret_cast<mg::f16*>(p_workspace + 256);  // f16[4,1]
   using S_x = mg::Shape<1, 1, 1, 8>;
-  mg::f16* const t_x = reinterpret_cast<mg::f16*>(mg_smem + 32);  // f16[1,8]
+  mg::f16* const t_x_buffers = reinterpret_cast<mg::f16*>(mg_smem + 0);  // f16[1,8], 2 buffers (pipelined loads)
   using S_m = mg::Shape<1, 1, 1, 1>;
-  float* const t_m = reinterpret_cast<float*>(mg_smem + 96);  // f32[1,1]
+  float* const t_m = reinterpret_cast<float*>(mg_smem + 112);  // f32[1,1]
   using S_d = mg::Shape<1, 1, 1, 8>;
-  float* const t_d = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,8]
+  float* const t_d = reinterpret_cast<float*>(mg_smem + 32);  // f32[1,8]
   using S_e = mg::Shape<1, 1, 1, 8>;
-  float* const t_e = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,8]
+  float* const t_e = reinterpret_cast<float*>(mg_smem + 32);  // f32[1,8]
   using S_l = mg::Shape<1, 1, 1, 1>;
-  float* const t_l = reinterpret_cast<float*>(mg_smem + 32);  // f32[1,1]
+  float* const t_l = reinterpret_cast<float*>(mg_smem + 128);  // f32[1,1]
   using S_Mx = mg::Shape<1, 1, 1, 1>;
-  float* const t_Mx = reinterpret_cast<float*>(mg_smem + 48);  // f32[1,1]
+  float* const t_Mx = reinterpret_cast<float*>(mg_smem + 64);  // f32[1,1]
   using S_La = mg::Shape<1, 1, 1, 1>;
-  float* const t_La = reinterpret_cast<float*>(mg_smem + 64);  // f32[1,1]
+  float* const t_La = reinterpret_cast<float*>(mg_smem + 80);  // f32[1,1]
   using S_La_max = mg::Shape<1, 1, 1, 1>;
-  float* const t_La_max = reinterpret_cast<float*>(mg_smem + 80);  // f32[1,1]
+  float* const t_La_max = reinterpret_cast<float*>(mg_smem + 96);  // f32[1,1]
+  // x = iter(X, imap=[0,-,-], fmap=1)  [tests/verify/catalogue/true/07_online_softmax.mg:10:9]
+  mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async_batch>(t_x_buffers, p_X, 0, 0, bx, 0, 0.0f);
+  mg::async_wait<1>();
+  __syncthreads();
   for (long long it = 0; it < 4; ++it) {
-    // x = iter(X, imap=[0,-,-], fmap=1)  [tests/verify/catalogue/true/07_online_softmax.mg:10:9]
-    mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, true>(t_x, p_X, 0, 0, bx, it * 8, 0.0f);
+    if ((it + 1) < 4) mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async_batch>((t_x_buffers + (it + 1) % 2 * 8), p_X, 0, 0, bx, (it + 1) * 8, 0.0f);
+    mg::async_wait<1>();
     __syncthreads();
     // m = reduce_max(x, dim=1)  [tests/verify/catalogue/true/07_online_softmax.mg:11:9]
-    mg::reduce_max<S_x, S_m, 3, 1, false>(t_m, t_x);
+    mg::reduce_max<S_x, S_m, 3, 1, false>(t_m, (t_x_buffers + it % 2 * 8));
     __syncthreads();
     // d = sub(x, m)  [tests/verify/catalogue/true/07_online_softmax.mg:12:9]
-    mg::binary<S_d, S_x, S_m>(t_d, t_x, t_m, [](float x, float y) { return x - y; });
+    mg::binary<S_d, S_x, S_m>(t_d, (t_x_buffers + it % 2 * 8), t_m, [](float x, float y) { return x - y; });
     __syncthreads();
     // e = exp(d)  [tests/verify/catalogue/true/07_online_softmax.mg:13:9]
     mg::unary<S_e>(t_e, t_d, [](float x) { return expf(x); });
@@ -166,7 +170,7 @@ extern "C" __global__ void __launch_bounds__(32) cand_k0_M(const mg::f16* __rest
 // ---- kernel 1: node 'D' (tests/verify/catalogue/true/07_online_softmax.mg:20:7)
 // D = sub(X, M)
 // grid [1,1,1], 128 threads, 784 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128) cand_k1_D(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
+extern "C" __global__ void __launch_bounds__(128, 1) cand_k1_D(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   mg::f16* const g_M = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[4,1]
   mg::f16* const g_D = reinterpret_cast<mg::f16*>(p_workspace + 512);  // f16[4,32]
@@ -177,9 +181,9 @@ extern "C" __global__ void __launch_bounds__(128) cand_k1_D(const mg::f16* __res
   using S_z = mg::Shape<1, 1, 4, 32>;
   float* const t_z = reinterpret_cast<float*>(mg_smem + 0);  // f32[4,32]
   // x = iter(X, imap=[-,-,-])  [tests/verify/catalogue/true/07_online_softmax.mg:20:7]
-  mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, true>(t_x, p_X, 0, 0, 0, 0, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async>(t_x, p_X, 0, 0, 0, 0, 0.0f);
   // y = iter(M, imap=[-,-,-])  [tests/verify/catalogue/true/07_online_softmax.mg:20:7]
-  mg::load<S_y, mg::Global<1, 1, 4, 1, 0, 0, 1, 1>, 0, 0, false>(t_y, g_M, 0, 0, 0, 0, 0.0f);
+  mg::load<S_y, mg::Global<1, 1, 4, 1, 0, 0, 1, 1>, 0, 0, mg::copy_sync>(t_y, g_M, 0, 0, 0, 0, 0.0f);
   __syncthreads();
   // z = sub(x, y)  [tests/verify/catalogue/true/07_online_softmax.mg:20:7]
   mg::binary<S_z, S_x, S_y>(t_z, t_x, t_y, [](float x, float y) { return x - y; });
@@ -191,7 +195,7 @@ extern "C" __global__ void __launch_bounds__(128) cand_k1_D(const mg::f16* __res
 // ---- kernel 2: node 'E' (tests/verify/catalogue/true/07_online_softmax.mg:21:7)
 // E = exp(D)
 // grid [1,1,1], 128 threads, 768 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128) cand_k2_E(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
+extern "C" __global__ void __launch_bounds__(128, 1) cand_k2_E(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   mg::f16* const g_D = reinterpret_cast<mg::f16*>(p_workspace + 512);  // f16[4,32]
   mg::f16* const g_E = reinterpret_cast<mg::f16*>(p_workspace + 768);  // f16[4,32]
@@ -200,7 +204,7 @@ extern "C" __global__ void __launch_bounds__(128) cand_k2_E(const mg::f16* __res
   using S_z = mg::Shape<1, 1, 4, 32>;
   float* const t_z = reinterpret_cast<float*>(mg_smem + 0);  // f32[4,32]
   // x = iter(D, imap=[-,-,-])  [tests/verify/catalogue/true/07_online_softmax.mg:21:7]
-  mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, true>(t_x, g_D, 0, 0, 0, 0, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async>(t_x, g_D, 0, 0, 0, 0, 0.0f);
   __syncthreads();
   // z = exp(x)  [tests/verify/catalogue/true/07_online_softmax.mg:21:7]
   mg::unary<S_z>(t_z, t_x, [](float x) { return expf(x); });
@@ -212,7 +216,7 @@ extern "C" __global__ void __launch_bounds__(128) cand_k2_E(const mg::f16* __res
 // ---- kernel 3: node 'S' (tests/verify/catalogue/true/07_online_softmax.mg:22:7)
 // S = div(E, L)
 // grid [1,1,1], 128 threads, 784 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128) cand_k3_S(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
+extern "C" __global__ void __launch_bounds__(128, 1) cand_k3_S(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   mg::f16* const g_L = reinterpret_cast<mg::f16*>(p_workspace + 256);  // f16[4,1]
   mg::f16* const g_E = reinterpret_cast<mg::f16*>(p_workspace + 768);  // f16[4,32]
@@ -223,9 +227,9 @@ extern "C" __global__ void __launch_bounds__(128) cand_k3_S(const mg::f16* __res
   using S_z = mg::Shape<1, 1, 4, 32>;
   float* const t_z = reinterpret_cast<float*>(mg_smem + 0);  // f32[4,32]
   // x = iter(E, imap=[-,-,-])  [tests/verify/catalogue/true/07_online_softmax.mg:22:7]
-  mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, true>(t_x, g_E, 0, 0, 0, 0, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async>(t_x, g_E, 0, 0, 0, 0, 0.0f);
   // y = iter(L, imap=[-,-,-])  [tests/verify/catalogue/true/07_online_softmax.mg:22:7]
-  mg::load<S_y, mg::Global<1, 1, 4, 1, 0, 0, 1, 1>, 0, 0, false>(t_y, g_L, 0, 0, 0, 0, 0.0f);
+  mg::load<S_y, mg::Global<1, 1, 4, 1, 0, 0, 1, 1>, 0, 0, mg::copy_sync>(t_y, g_L, 0, 0, 0, 0, 0.0f);
   __syncthreads();
   // z = div(x, y)  [tests/verify/catalogue/true/07_online_softmax.mg:22:7]
   mg::binary<S_z, S_x, S_y>(t_z, t_x, t_y, [](float x, float y) { return x / y; });

@@ -56,7 +56,7 @@
 // ---- kernel 0: node 'HN' (examples/ntrans.mg:4:8)
 // HN = rms_norm(H, dim=1)
 // grid [8,1,1], 128 threads, 24592 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128) ntrans_k0_HN(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
+extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k0_HN(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   const long long bx = blockIdx.x;
   mg::f16* const g_HN = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[8,4096]
@@ -69,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k0_HN(const mg::f16* __
   using S_y = mg::Shape<1, 1, 1, 4096>;
   float* const t_y = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,4096]
   // x = iter(H, imap=[0,-,-])  [examples/ntrans.mg:4:8]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_x, p_H, 0, 0, bx, 0, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_x, p_H, 0, 0, bx, 0, 0.0f);
   __syncthreads();
   // y = rms_norm(x, dim=1)  [examples/ntrans.mg:4:8]
   mg::unary<S_y_sq>(t_y_sq, t_x, [](float x) { return x * x; });
@@ -91,7 +91,7 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k0_HN(const mg::f16* __
 // ---- kernel 1: node 'D' (examples/ntrans.mg:5:7)
 // D = sub(HN, X)
 // grid [8,4,1], 128 threads, 8192 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128) ntrans_k1_D(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
+extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k1_D(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   const long long bx = blockIdx.x, by = blockIdx.y;
   mg::f16* const g_HN = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[8,4096]
@@ -103,9 +103,9 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k1_D(const mg::f16* __r
   using S_z = mg::Shape<1, 1, 1, 1024>;
   float* const t_z = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,1024]
   // x = iter(HN, imap=[0,1,-])  [examples/ntrans.mg:5:7]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_x, g_HN, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_x, g_HN, 0, 0, bx, by * 1024, 0.0f);
   // y = iter(X, imap=[0,1,-])  [examples/ntrans.mg:5:7]
-  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_y, p_X, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_y, p_X, 0, 0, bx, by * 1024, 0.0f);
   __syncthreads();
   // z = sub(x, y)  [examples/ntrans.mg:5:7]
   mg::binary<S_z, S_x, S_y>(t_z, t_x, t_y, [](float x, float y) { return x - y; });
@@ -117,7 +117,7 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k1_D(const mg::f16* __r
 // ---- kernel 2: node 'AD' (examples/ntrans.mg:6:8)
 // AD = mul(alpha, D)
 // grid [8,4,1], 128 threads, 8192 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128) ntrans_k2_AD(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
+extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k2_AD(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   const long long bx = blockIdx.x, by = blockIdx.y;
   mg::f16* const g_D = reinterpret_cast<mg::f16*>(p_workspace + 65536);  // f16[8,4096]
@@ -129,9 +129,9 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k2_AD(const mg::f16* __
   using S_z = mg::Shape<1, 1, 1, 1024>;
   float* const t_z = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,1024]
   // x = iter(alpha, imap=[0,1,-])  [examples/ntrans.mg:6:8]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_x, p_alpha, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_x, p_alpha, 0, 0, bx, by * 1024, 0.0f);
   // y = iter(D, imap=[0,1,-])  [examples/ntrans.mg:6:8]
-  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_y, g_D, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_y, g_D, 0, 0, bx, by * 1024, 0.0f);
   __syncthreads();
   // z = mul(x, y)  [examples/ntrans.mg:6:8]
   mg::binary<S_z, S_x, S_y>(t_z, t_x, t_y, [](float x, float y) { return x * y; });
@@ -143,7 +143,7 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k2_AD(const mg::f16* __
 // ---- kernel 3: node 'Z' (examples/ntrans.mg:7:7)
 // Z = add(X, AD)
 // grid [8,4,1], 128 threads, 8192 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128) ntrans_k3_Z(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
+extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k3_Z(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   const long long bx = blockIdx.x, by = blockIdx.y;
   mg::f16* const g_AD = reinterpret_cast<mg::f16*>(p_workspace + 131072);  // f16[8,4096]
@@ -155,9 +155,9 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k3_Z(const mg::f16* __r
   using S_z = mg::Shape<1, 1, 1, 1024>;
   float* const t_z = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,1024]
   // x = iter(X, imap=[0,1,-])  [examples/ntrans.mg:7:7]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_x, p_X, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_x, p_X, 0, 0, bx, by * 1024, 0.0f);
   // y = iter(AD, imap=[0,1,-])  [examples/ntrans.mg:7:7]
-  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_y, g_AD, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_y, g_AD, 0, 0, bx, by * 1024, 0.0f);
   __syncthreads();
   // z = add(x, y)  [examples/ntrans.mg:7:7]
   mg::binary<S_z, S_x, S_y>(t_z, t_x, t_y, [](float x, float y) { return x + y; });
@@ -169,7 +169,7 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k3_Z(const mg::f16* __r
 // ---- kernel 4: node 'Y' (examples/ntrans.mg:8:7)
 // Y = rms_norm(Z, dim=1)
 // grid [8,1,1], 128 threads, 24592 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128) ntrans_k4_Y(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
+extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k4_Y(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   const long long bx = blockIdx.x;
   mg::f16* const g_Z = reinterpret_cast<mg::f16*>(p_workspace + 196608);  // f16[8,4096]
@@ -182,7 +182,7 @@ extern "C" __global__ void __launch_bounds__(128) ntrans_k4_Y(const mg::f16* __r
   using S_y = mg::Shape<1, 1, 1, 4096>;
   float* const t_y = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,4096]
   // x = iter(Z, imap=[0,-,-])  [examples/ntrans.mg:8:7]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, true>(t_x, g_Z, 0, 0, bx, 0, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_x, g_Z, 0, 0, bx, 0, 0.0f);
   __syncthreads();
   // y = rms_norm(x, dim=1)  [examples/ntrans.mg:8:7]
   mg::unary<S_y_sq>(t_y_sq, t_x, [](float x) { return x * x; });

@@ -24,8 +24,8 @@ namespace morgana::testing {
 namespace {
 
 // Threads per emulated block: few enough to be quick, odd so that no tile size is a multiple of it. A kernel with
-// warp-level instructions (tensor-core matmuls) runs with one whole warp instead; the tile library divides the
-// work among however many warps a block has.
+// warp-level instructions (tensor-core matmuls, warp reductions) runs with two whole warps instead; the tile library
+// divides the work among however many warps a block has.
 constexpr unsigned kThreads = 3;
 
 // Kernels that ran with tensor-core matmuls and warp reductions, so the test can insist those paths were covered.
@@ -40,10 +40,8 @@ unsigned emulated_threads(const lower::Kernel& k, const targets::Target& t) {
     }
   atom_kernels += atoms;
   warp_reduce_kernels += warps;
-  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
-    for (const lower::Stmt& s : *list)
-      if (s.atom >= 0 || s.by_warps) return static_cast<unsigned>(t.execution.warp_size);
-  return kThreads;
+  // Two warps: work divided among warps (tasks, split K ranges meeting in shared-memory atomics) is exercised.
+  return atoms || warps ? 2 * static_cast<unsigned>(t.execution.warp_size) : kThreads;
 }
 
 int64_t elements(const ir::Graph& g) {
