@@ -38,10 +38,7 @@ int64_t blocks_per_sm(KernelCost& k, const targets::Target& t) {
                    std::to_string(t.registers.regs_per_block);
     return 0;
   }
-  int64_t by_threads = ex.max_threads_per_sm / threads;
-  int64_t by_smem = mem.smem_per_sm / (k.smem_bytes + mem.smem_reserved_per_block);
-  int64_t by_regs = t.registers.regs_per_sm / (k.regs_per_thread * threads);
-  return std::min({ex.max_blocks_per_sm, by_threads, by_smem, by_regs});
+  return targets::resident_blocks_per_sm(t, k.threads, k.smem_bytes, k.regs_per_thread);
 }
 
 struct WaveTime {

@@ -661,6 +661,18 @@ std::string format_bytes(int64_t bytes) {
 
 }  // namespace
 
+int64_t resident_blocks_per_sm(const Target& t, int64_t threads, int64_t smem_bytes, int64_t regs_per_thread) {
+  const Execution& ex = t.execution;
+  const int64_t warps = (threads + ex.warp_size - 1) / ex.warp_size, occupied = warps * ex.warp_size;
+  if (threads <= 0 || threads > ex.max_threads_per_block || smem_bytes > t.memory.smem_per_block_optin ||
+      regs_per_thread * occupied > t.registers.regs_per_block)
+    return 0;
+  const int64_t by_threads = ex.max_threads_per_sm / occupied;
+  const int64_t by_smem = t.memory.smem_per_sm / (smem_bytes + t.memory.smem_reserved_per_block);
+  const int64_t by_regs = regs_per_thread > 0 ? t.registers.regs_per_sm / (regs_per_thread * occupied) : by_threads;
+  return std::min({ex.max_blocks_per_sm, by_threads, by_smem, by_regs});
+}
+
 Target load_target(const fs::path& file) {
   std::vector<Layer> chain = load_chain(file);
   Merged m = merge(chain);

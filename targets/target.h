@@ -119,6 +119,12 @@ struct Target {
   Cost cost;
 };
 
+// Blocks of `threads` threads, `smem_bytes` of dynamic shared memory and `regs_per_thread` registers that one SM
+// (CU) holds at once: the least of the thread, shared-memory (with the per-block reservation), register and block
+// limits; threads count in whole warps. 0 when one block exceeds a per-block limit. The one occupancy rule: the
+// search's cost model and the lowering's pipelining decision both use it.
+int64_t resident_blocks_per_sm(const Target& t, int64_t threads, int64_t smem_bytes, int64_t regs_per_thread);
+
 // Loads, merges (see `base`) and validates one target file. Throws morgana::UserError with file:line:column
 // of the offending key or value; when the fault lies in a base file, the location points into that file.
 Target load_target(const std::filesystem::path& file);

@@ -189,3 +189,35 @@ TEST(Lower, CpuExecutionMatchesTheFloatReference) {
 
 }  // namespace
 }  // namespace morgana::testing
+
+namespace morgana::testing {
+namespace {
+
+int staged_tiles(const lower::Kernel& k) {
+  int n = 0;
+  for (const lower::Tile& t : k.tiles) n += t.stages > 1;
+  return n;
+}
+
+// The for-loop's 16-byte loads get a second buffer (the next iteration's cp.async batch issued before this one's
+// math) when that costs no resident block, and stay single where it would: 64 KiB weight tiles doubled would take
+// the RMSNorm+Linear fold from three blocks per SM to one.
+TEST(Lower, LoadsArePipelinedOnlyWhereItCostsNoResidentBlock) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Graph small = std::move(ir::parse_file("tests/verify/catalogue/true/07_online_softmax.mg").programs[1]);
+  lower::LoweredProgram p = lower::lower(small, h100);
+  ASSERT_GE(p.kernels[0].loop, 2);
+  EXPECT_EQ(staged_tiles(p.kernels[0]), 1) << lower::print(p);
+  const std::string ir = lower::print(p);
+  EXPECT_NE(ir.find("of iteration it+1"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("async_wait pending 1"), std::string::npos) << ir;
+
+  ir::Graph fold = std::move(ir::parse_file("examples/mugraphs/rmsnorm_linear_fused.mg").programs[0]);
+  lower::LoweredProgram q = lower::lower(fold, h100);
+  EXPECT_EQ(staged_tiles(q.kernels[0]), 0) << lower::print(q);
+  const int64_t threads = q.kernels[0].block[0];
+  EXPECT_EQ(targets::resident_blocks_per_sm(h100, threads, q.kernels[0].smem_bytes, 0), 3);
+}
+
+}  // namespace
+}  // namespace morgana::testing
