@@ -40,7 +40,7 @@ unsigned emulated_threads(const lower::Kernel& k, const targets::Target& t) {
     }
   atom_kernels += atoms;
   warp_reduce_kernels += warps;
-  // Two warps: work divided among warps (tasks, split K ranges meeting in shared-memory atomics) is exercised.
+  // Two warps: work divided among warps (matmul tasks, reduction outputs) is exercised.
   return atoms || warps ? 2 * static_cast<unsigned>(t.execution.warp_size) : kThreads;
 }
 

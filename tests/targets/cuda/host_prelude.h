@@ -4,7 +4,6 @@
 // with NaN before every block so that a read before a write shows. Compile with -std=c++20 -pthread.
 #pragma once
 
-#include <atomic>
 #include <barrier>
 #include <bit>
 #include <cmath>
@@ -89,7 +88,6 @@ void launch(long gx, long gy, long gz, unsigned threads, F kernel) {
 }  // namespace mg_host
 
 inline void __syncthreads() { mg_host::block_barrier->arrive_and_wait(); }
-inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
 inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
