@@ -265,10 +265,7 @@ class Emitter {
              origin);
         return;
       case StmtKind::Matmul:
-        line(in +
-                 (s.atom >= 0 ? "mg::matmul_atom<" + atom_name(s.atom) + ", " +
-                                    std::to_string(k.block[0] / t_.execution.warp_size) + ", "
-                              : std::string("mg::matmul<")) +
+        line(in + (s.atom >= 0 ? "mg::matmul_atom<" + atom_name(s.atom) + ", " : std::string("mg::matmul<")) +
                  S(s.dst) + ", " + S(s.a) + ", " + S(s.b) + ">(" + t(s.dst) + ", " + t(s.a) + ", " +
                  t(s.b) + ", " + (s.accumulate ? "it != 0" : "false") + ");",
              origin);

@@ -472,21 +472,14 @@ struct Type16<TA, float> {
   typedef TA type;
 };
 
-// Atoms of 8 columns per warp task: as many as 4 (one A fragment then serves them all), but no more than leaves a
-// task for each of the block's WARPS warps (an M <= 16 matmul of 32 columns is 4 tasks of 1 atom, not 1 of 4).
-template <int ATOMS_N, int ROW_TASKS, int WARPS>
-__host__ __device__ constexpr int atoms_per_task() {
-  return ATOMS_N % 4 == 0 && ROW_TASKS * (ATOMS_N / 4) >= WARPS   ? 4
-         : ATOMS_N % 2 == 0 && ROW_TASKS * (ATOMS_N / 2) >= WARPS ? 2
-                                                                  : 1;
-}
-
 // dst = a·b (with `accumulate`, dst += a·b) on matrix instructions, batched like mg::matmul. Warps take tasks of
-// one 16-row block and a few 8-column atoms (atoms_per_task; WARPS is the block's warp count, from the lowering);
-// within a task the accumulators stay in registers across the K loop and dst is read and written once. (Splitting K among idle warps,
+// one 16-row block and up to four 8-column atoms, so each A fragment serves several atoms; within a task the
+// accumulators stay in registers across the K loop and dst is read and written once. (Splitting K among idle warps,
 // their partials meeting through shared-memory atomics, was measured on the H100 and was slower: gated_mlp 75 ->
-// 95 us, rmsnorm_linear_b8 86 -> 114 us, the plain specs' default tilings 8x slower.)
-template <class Atom, int WARPS, class S, class SA, class SB, class TA, class TB>
+// 95 us, rmsnorm_linear_b8 86 -> 114 us, the plain specs' default tilings 8x slower. So was giving each warp a task
+// by taking fewer atoms per task: rmsnorm_linear_b8 86 -> 97 us, the others unchanged; see
+// bench/notes-fast-kernels-1.md.)
+template <class Atom, class S, class SA, class SB, class TA, class TB>
 __device__ __forceinline__ void matmul_atom(float* dst, const TA* a, const TB* b, bool accumulate) {
   static_assert(Atom::m == 16 && Atom::n == 8 && Atom::k == 16, "morgana_tile.cuh implements m16n8k16");
   static_assert(ldmatrix_matches<Atom>(), "the target file's A/B lane layouts are not ldmatrix's");
@@ -495,8 +488,8 @@ __device__ __forceinline__ void matmul_atom(float* dst, const TA* a, const TB* b
   constexpr int M = S::d2, N = S::d3, K = SA::d3;
   static_assert(N % Atom::n == 0 && K % Atom::k == 0, "lowering chose the atom for N and K multiples of it");
   constexpr int row_blocks = (M + Atom::m - 1) / Atom::m, atoms_n = N / Atom::n;
-  constexpr int batches = S::d0 * S::d1, group = atoms_per_task<atoms_n, batches * row_blocks, WARPS>();
-  constexpr int tasks = batches * row_blocks * (atoms_n / group);
+  constexpr int group = atoms_n % 4 == 0 ? 4 : atoms_n % 2 == 0 ? 2 : 1;
+  constexpr int batches = S::d0 * S::d1, tasks = batches * row_blocks * (atoms_n / group);
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, warps = blockDim.x / kWarpSize;
   for (int task = warp; task < tasks; task += warps) {
     const int ng = task % (atoms_n / group), mb = task / (atoms_n / group) % row_blocks;
