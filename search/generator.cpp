@@ -1292,7 +1292,7 @@ class Explorer {
       return prune("canonical");
     }
     detail::Work w = detail::block_work(kg_, node, sh_.target);
-    if (w.k.smem_bytes + sh_.target.memory.smem_reserved_per_block > sh_.target.memory.smem_per_block_optin) {
+    if (w.k.smem_bytes > targets::block_smem_limit(sh_.target)) {
       kg_.truncate(before);
       return prune("smem");
     }

@@ -661,6 +661,8 @@ std::string format_bytes(int64_t bytes) {
 
 }  // namespace
 
+int64_t block_smem_limit(const Target& t) { return t.memory.smem_per_block_optin; }
+
 int64_t resident_blocks_per_sm(const Target& t, int64_t threads, int64_t smem_bytes, int64_t regs_per_thread) {
   const Execution& ex = t.execution;
   const int64_t warps = (threads + ex.warp_size - 1) / ex.warp_size, occupied = warps * ex.warp_size;

@@ -119,6 +119,12 @@ struct Target {
   Cost cost;
 };
 
+// The most dynamic shared memory one block may use: smem_per_block_optin. The per-block reservation
+// (smem_reserved_per_block) is not part of it: on NVIDIA the opt-in limit already excludes it (H100: 232448 = the
+// SM's 233472 less 1024), and it is charged against the SM's capacity (resident_blocks_per_sm). The lowering's
+// shared-memory plan and the search's generator both use this.
+int64_t block_smem_limit(const Target& t);
+
 // Blocks of `threads` threads, `smem_bytes` of dynamic shared memory and `regs_per_thread` registers that one SM
 // (CU) holds at once: the least of the thread, shared-memory (with the per-block reservation), register and block
 // limits; threads count in whole warps. 0 when one block exceeds a per-block limit. The one occupancy rule: the

@@ -56,7 +56,7 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
 // The threads per block the default tilings use: four warps (waves), within the target's limit.
 int64_t default_threads(const targets::Target& target);
 
-// The most dynamic shared memory a block may use on `target`: the opt-in limit less the per-block reservation.
+// The most dynamic shared memory a block may use on `target` (targets::block_smem_limit: the opt-in limit).
 int64_t shared_memory_limit(const targets::Target& target);
 
 }  // namespace morgana::lower

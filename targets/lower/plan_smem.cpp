@@ -196,10 +196,8 @@ void plan_shared_memory(Kernel& k, const targets::Target& target, bool spill) {
   }
   throw UserError("block op '" + k.from.node + "': its tiles need " + std::to_string(k.smem_bytes) +
                       " bytes of shared memory, but a block may use " + std::to_string(limit) + " on target '" +
-                      target.identity.name + "' (smem_per_block_optin " +
-                      std::to_string(target.memory.smem_per_block_optin) + " less " +
-                      std::to_string(target.memory.smem_reserved_per_block) +
-                      " reserved); live together: " + largest + (big.size() > 3 ? ", ..." : "") +
+                      target.identity.name + "' (smem_per_block_optin); live together: " + largest +
+                      (big.size() > 3 ? ", ..." : "") +
                       "; use smaller tiles (a larger grid or more loop iterations)",
                   k.from.loc);
 }

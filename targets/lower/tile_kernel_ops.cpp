@@ -532,9 +532,7 @@ int64_t default_threads(const targets::Target& target) {
   return std::min<int64_t>(4 * target.execution.warp_size, target.execution.max_threads_per_block);
 }
 
-int64_t shared_memory_limit(const targets::Target& target) {
-  return target.memory.smem_per_block_optin - target.memory.smem_reserved_per_block;
-}
+int64_t shared_memory_limit(const targets::Target& target) { return targets::block_smem_limit(target); }
 
 TiledGraph tile_kernel_ops(const Graph& g, const targets::Target& target) {
   MG_CHECK(!g.is_block(), "tile_kernel_ops takes a kernel graph");

@@ -82,9 +82,9 @@ TEST(SyntheticTarget, TilesThatDoNotFitAreAUserErrorAtTheBlockOp) {
   } catch (const UserError& e) {
     EXPECT_EQ(e.render(),
               "examples/mugraphs/gqa_b1_flash.mg:6:7: error: block op 'O': its tiles need 140544 bytes of shared "
-              "memory, but a block may use 8192 on target 'tiny' (smem_per_block_optin 8192 less 0 reserved); live "
-              "together: e f32[1,64,256] (65536 B), v f16[1,256,64] (32768 B), o f32[1,64,64] (16384 B), ...; use "
-              "smaller tiles (a larger grid or more loop iterations)");
+              "memory, but a block may use 8192 on target 'tiny' (smem_per_block_optin); live together: "
+              "e f32[1,64,256] (65536 B), v f16[1,256,64] (32768 B), o f32[1,64,64] (16384 B), ...; use smaller "
+              "tiles (a larger grid or more loop iterations)");
   }
 }
 
