@@ -99,20 +99,27 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
            (s.mask ? " mask " + std::to_string(s.mask) : "");
   };
   std::string op(ir::op_name(s.op));
+  // The thread level's choices (choose_instructions), as comments.
+  auto access = [&]() {
+    if (s.vector_bytes == 0) return std::string();
+    return "  # " + std::to_string(s.vector_bytes) + "-byte accesses" + (s.async ? ", cp.async" : "");
+  };
   switch (s.kind) {
     case StmtKind::Load:
-      return t(s.dst) + " = load " + at() + (s.ahead ? " of iteration it+" + std::to_string(s.ahead) : "");
-    case StmtKind::Store: return "store " + at() + " = " + t(s.a);
+      return t(s.dst) + " = load " + at() + (s.ahead ? " of iteration it+" + std::to_string(s.ahead) : "") + access();
+    case StmtKind::Store: return "store " + at() + " = " + t(s.a) + access();
     case StmtKind::Unary:
       return t(s.dst) + " = " + op + "(" + t(s.a) +
              (s.op == ir::OpCode::mul_scalar || s.op == ir::OpCode::add_scalar ? ", " + ir::format_number(s.scalar)
                                                                                   : "") +
              ")";
     case StmtKind::Binary: return t(s.dst) + " = " + op + "(" + t(s.a) + ", " + t(s.b) + ")";
-    case StmtKind::Matmul: return t(s.dst) + (s.accumulate ? " += " : " = ") + "matmul(" + t(s.a) + ", " + t(s.b) + ")";
+    case StmtKind::Matmul:
+      return t(s.dst) + (s.accumulate ? " += " : " = ") + "matmul(" + t(s.a) + ", " + t(s.b) + ")" +
+             (s.atom >= 0 ? "  # matrix instruction " + std::to_string(s.atom + 1) + " of the target" : "");
     case StmtKind::Reduce:
       return t(s.dst) + " = " + op + "(" + t(s.a) + ", dim=" + std::to_string(s.dim) + ", to=" + std::to_string(s.to) +
-             ")";
+             ")" + (s.by_warps ? "  # by warps" : "");
     case StmtKind::Concat: return t(s.dst) + " = concat(" + t(s.a) + ", " + t(s.b) + ", dim=" + std::to_string(s.dim) + ")";
     case StmtKind::Accumulate:
       return t(s.dst) + " = " + op + "(" + t(s.a) + (s.b >= 0 ? ", " + t(s.b) + ", max " + t(s.state) : "") + ")";
