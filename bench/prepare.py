@@ -172,10 +172,18 @@ def prepare_spec(args, spec_path: Path, out: Path) -> Dict:
                                             "verification": c["verification"], "mugraph": f"{name}/cand{i}.mg",
                                             "same_as_best": _program_text(c["mugraph"]) == best_text})
                 jobs.append((f"cand{i}", f))
+    compile_bundles(morgana, args.target, d, jobs, entry)
+    return entry
+
+
+def compile_bundles(morgana: str, target: str, d: Path, jobs, entry: Dict) -> None:
+    """Compiles each (label, μGraph file) of `jobs` into d/<label>.mgb and records the bundle in the manifest entry
+    (errors too)."""
+    name = entry["name"]
     for label, src in jobs:
         dst = d / f"{label}.mgb"
         t0 = time.time()
-        cr = run([morgana, "compile", str(src), "--target", args.target, "-o", str(dst), "-q"],
+        cr = run([morgana, "compile", str(src), "--target", target, "-o", str(dst), "-q"],
                  log=d / f"compile-{label}.txt")
         secs = round(time.time() - t0, 2)
         if cr.returncode == 0 and dst.exists():
@@ -185,7 +193,35 @@ def prepare_spec(args, spec_path: Path, out: Path) -> Dict:
         print(f"  compile {label}: exit {cr.returncode} in {secs} s", flush=True)
     for c in entry["candidates"]:
         c["bundle"] = entry["bundles"].get(f"cand{c['rank']}")
-    return entry
+
+
+def recompile(args, out: Path, argv: List[str]) -> int:
+    """--recompile: the μGraphs of an earlier prepare (its manifest) compiled again by this morgana, without
+    searching: what a change to lowering or code generation needs before it is timed. The manifest keeps the
+    search's commit and records the one the bundles now come from."""
+    path = out / "manifest.json"
+    if not path.exists():
+        print(f"no {path}: run prepare without --recompile first", file=sys.stderr)
+        return 1
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest.setdefault("search_commit", manifest.get("commit"))
+    manifest["commit"] = git_commit()
+    manifest["recompiled"] = {
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": "python3 -m bench prepare " + " ".join(argv)}
+    failed = 0
+    for entry in manifest["specs"]:
+        print(f"{entry['name']}:", flush=True)
+        d = out / entry["name"]
+        labels = ["best", "plain"] + [f"cand{c['rank']}" for c in entry["candidates"]]
+        jobs = [(label, d / ("spec.mg" if label == "plain" else f"{label}.mg")) for label in labels]
+        jobs = [(label, src) for label, src in jobs if src.exists()]
+        entry["bundles"], entry["errors"] = {}, []
+        compile_bundles(args.morgana, manifest["target"], d, jobs, entry)
+        failed += bool(entry["errors"])
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    print(f"wrote {path}: {len(manifest['specs'])} spec(s) recompiled, {failed} with errors", flush=True)
+    return 1 if failed else 0
 
 
 def _program_text(text: str) -> str:
@@ -203,10 +239,15 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=5, help="verified candidates to keep and compile (default: 5)")
     ap.add_argument("--time-limit", type=float, help="optimize's --time-limit per spec (default: morgana's)")
     ap.add_argument("--threads", type=int, help="optimize's --threads (default: morgana's, one per core)")
+    ap.add_argument("--recompile", action="store_true",
+                    help="no search: compile the μGraphs an earlier prepare left in OUT again (after a change to "
+                         "lowering or code generation)")
     args = ap.parse_args(argv)
     if not Path(args.morgana).exists() and not shutil.which(args.morgana):
         print(f"no morgana binary at {args.morgana} (build it, or pass --morgana)", file=sys.stderr)
         return 1
+    if args.recompile:
+        return recompile(args, Path(args.out), argv if argv is not None else sys.argv[1:])
     specs = [Path(p) for p in (args.specs or sorted(glob.glob(str(ROOT / "examples" / "*.mg"))))]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
