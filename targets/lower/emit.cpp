@@ -101,14 +101,16 @@ class Emitter {
   // Named after the program, so that sources of several programs can be compiled together.
   std::string atom_name(int i) const { return p_.name + "_atom" + std::to_string(i); }
 
+  // Bits of a lane index: a lane layout's first weights are theirs (docs/targets.md, "Lane layouts").
+  int lane_bits() const { return std::countr_zero(static_cast<uint64_t>(t_.execution.warp_size)); }
+
   // The weighted sum of the bits of (lane, value) that a lane layout describes, as an expression.
   std::string layout_expr(const std::vector<int64_t>& weights) const {
-    const int lane_bits = std::countr_zero(static_cast<uint64_t>(t_.execution.warp_size));
     std::string e;
     for (size_t b = 0; b < weights.size(); ++b) {
       if (weights[b] == 0) continue;
-      const bool lane = static_cast<int>(b) < lane_bits;
-      const int bit = lane ? static_cast<int>(b) : static_cast<int>(b) - lane_bits;
+      const bool lane = static_cast<int>(b) < lane_bits();
+      const int bit = lane ? static_cast<int>(b) : static_cast<int>(b) - lane_bits();
       e += (e.empty() ? "" : " + ") + std::string("((") + (lane ? "lane" : "v") + " >> " + std::to_string(bit) +
            ") & 1) * " + std::to_string(weights[b]);
     }
@@ -127,16 +129,17 @@ class Emitter {
     for (size_t i = 0; i < used.size(); ++i) {
       if (!used[i]) continue;
       const targets::MatrixInstr& m = t_.matrix[i];
-      const int lane_bits = std::countr_zero(static_cast<uint64_t>(t_.execution.warp_size));
       line("");
       line("// " + m.op + " (target file [[matrix]] " + std::to_string(i + 1) + "): D[m x n] = A[m x k] B[k x n] + C; " +
            "value v of lane `lane` holds the element at (x_row, x_col) of operand x.");
       line("struct " + atom_name(static_cast<int>(i)) + " {");
       line("  static constexpr int m = " + std::to_string(m.m) + ", n = " + std::to_string(m.n) +
            ", k = " + std::to_string(m.k) + ";");
-      line("  static constexpr int a_values = " + std::to_string(1 << (m.a_rows.size() - lane_bits)) +
-           ", b_values = " + std::to_string(1 << (m.b_rows.size() - lane_bits)) +
-           ", c_values = " + std::to_string(1 << (m.c_rows.size() - lane_bits)) + ";");
+      auto values = [&](const std::vector<int64_t>& rows) {
+        return std::to_string(1 << (static_cast<int>(rows.size()) - lane_bits()));
+      };
+      line("  static constexpr int a_values = " + values(m.a_rows) + ", b_values = " + values(m.b_rows) +
+           ", c_values = " + values(m.c_rows) + ";");
       const std::pair<const char*, const std::vector<int64_t>*> maps[] = {
           {"a_row", &m.a_rows}, {"a_col", &m.a_cols}, {"b_row", &m.b_rows},
           {"b_col", &m.b_cols}, {"c_row", &m.c_rows}, {"c_col", &m.c_cols}};

@@ -352,7 +352,7 @@ __host__ __device__ constexpr int ldsm_b_col(int lane, int v) { return lane / 4;
 
 template <class Atom>
 __host__ __device__ constexpr bool ldmatrix_matches() {
-  for (int lane = 0; lane < 32; ++lane) {
+  for (int lane = 0; lane < kWarpSize; ++lane) {
     for (int v = 0; v < Atom::a_values; ++v)
       if (Atom::a_row(lane, v) != ldsm_a_row(lane, v) || Atom::a_col(lane, v) != ldsm_a_col(lane, v)) return false;
     for (int v = 0; v < Atom::b_values; ++v)
