@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include <unistd.h>
+
 #include "tests/common/command.h"
 #include "tests/common/golden.h"
 
@@ -15,15 +17,38 @@ namespace {
 
 using Result = morgana::testing::CommandResult;  // out: stdout, then stderr
 
+// A file of this test process: in a folder of its own (removed at exit), so that test runs side by side (two
+// clones, two build folders) never read each other's files.
+class ScratchDir {
+ public:
+  ScratchDir()
+      : path_(std::filesystem::temp_directory_path() / ("morgana_cli_test_" + std::to_string(getpid()))) {
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::string scratch(const std::string& name) {
+  static const ScratchDir dir;
+  return dir.file(name);
+}
+
 // `env` is prepended to the command line, e.g. "XDG_CACHE_HOME=/tmp/x".
 Result run(const std::string& args, const std::string& env = "") {
   const char* bin = std::getenv("MORGANA_BIN");
   EXPECT_NE(bin, nullptr) << "MORGANA_BIN is set by meson";
   Result r =
-      morgana::testing::run_command(env + " " + std::string(bin) + " " + args + " 2>/tmp/morgana_cli_test_err");
+      morgana::testing::run_command(env + " " + std::string(bin) + " " + args + " 2>" + scratch("err"));
   std::array<char, 4096> buf{};
   size_t n;
-  FILE* e = fopen("/tmp/morgana_cli_test_err", "r");
+  FILE* e = fopen(scratch("err").c_str(), "r");
   while (e && (n = fread(buf.data(), 1, buf.size(), e)) > 0) r.out.append(buf.data(), n);
   if (e) fclose(e);
   return r;
@@ -106,7 +131,7 @@ namespace {
 // `morgana compile` for two targets makes one bundle that `morgana inspect` shows with a variant per target plus
 // the PTX fallback. Skipped where NVRTC is not installed (the message says so).
 TEST(Cli, CompileTwoTargetsAndInspect) {
-  std::string out = "/tmp/morgana_cli_test_compile.mgb";
+  std::string out = scratch("compile.mgb");
   std::remove(out.c_str());
   Result c = run("compile tests/gpu/specs/ragged_matmul.mg --target h200 --target a100 -o " + out);
   if (c.code != 0 && c.out.find("NVRTC (the CUDA runtime compiler) was not found") != std::string::npos)
@@ -133,7 +158,7 @@ TEST(Cli, EmitCudaPrintsReadableSource) {
 }
 
 TEST(Cli, CompileForAnAmdTargetSaysWhyNot) {
-  Result c = run("compile tests/gpu/specs/ragged_matmul.mg --target mi300x -o /tmp/morgana_cli_test_amd.mgb");
+  Result c = run("compile tests/gpu/specs/ragged_matmul.mg --target mi300x -o " + scratch("amd.mgb"));
   EXPECT_EQ(c.code, 1);
   EXPECT_NE(c.out.find("target 'mi300x' is an amd GPU"), std::string::npos) << c.out;
 }
@@ -156,7 +181,7 @@ namespace {
 // One name, a program per target list: `compile` builds each program only for the targets it names, by default for
 // every target the lists name, and refuses a target no program is for. --emit needs no NVRTC.
 TEST(Cli, CompileBuildsEachProgramOnlyForItsTargets) {
-  const std::string file = "/tmp/morgana_cli_test_for_targets.mg";
+  const std::string file = scratch("for_targets.mg");
   std::ofstream(file) << "kernel mm(X: f16[64,256], W: f16[256,128]) for [h200] {\n"
                          "  Y = matmul(X, W)\n"
                          "  return Y\n"
@@ -206,7 +231,7 @@ void expect_user_error(const std::string& args, const std::string& message) {
 
 // `optimize` refuses bad arguments before any search starts.
 TEST(Cli, OptimizeArgumentErrorsNameTheOption) {
-  const std::string lora = "optimize examples/lora.mg --target h200 -o /tmp/morgana_cli_test_x.mg ";
+  const std::string lora = "optimize examples/lora.mg --target h200 -o " + scratch("x.mg") + " ";
   for (std::string shard : {"3/2", "a/b", "0/0", "1", "-1/2", "1/2/3", "0/"})
     expect_user_error(lora + "--shard " + shard,
                       "error: --shard needs i/n (shard i of n, 0 <= i < n, e.g. --shard 0/4), not '" + shard + "'");
@@ -214,7 +239,7 @@ TEST(Cli, OptimizeArgumentErrorsNameTheOption) {
   expect_user_error(lora + "--top 0", "--top must be >= 1");
   expect_user_error(lora + "--time-limit 0", "--time-limit must be a positive number");
   expect_user_error("optimize examples/lora.mg --target h200", "--output");
-  expect_user_error("optimize examples/lora.mg --target nosuchgpu -o /tmp/morgana_cli_test_x.mg", "nosuchgpu");
+  expect_user_error("optimize examples/lora.mg --target nosuchgpu -o " + scratch("x.mg"), "nosuchgpu");
 }
 
 TEST(Cli, OptimizeAndMergeAreListedWithTheirOptions) {
@@ -236,7 +261,7 @@ TEST(Cli, OptimizeAndMergeAreListedWithTheirOptions) {
 const std::string kShards = "tests/golden/search/shards/";
 
 TEST(Cli, MergeWritesTheBestMuGraphPerTarget) {
-  const std::string out = "/tmp/morgana_cli_test_merged.mg";
+  const std::string out = scratch("merged.mg");
   std::remove(out.c_str());
   Result one = run("merge " + kShards + "matmul.h200.2-of-3.result " + kShards + "matmul.h200.0-of-3.result " +
                    kShards + "matmul.h200.1-of-3.result -o " + out);
@@ -268,7 +293,7 @@ TEST(Cli, MergeWritesTheBestMuGraphPerTarget) {
 }
 
 TEST(Cli, MergeRefusesMissingRepeatedAndDamagedShards) {
-  const std::string out = "/tmp/morgana_cli_test_merged_bad.mg";
+  const std::string out = scratch("merged_bad.mg");
   std::remove(out.c_str());
   Result missing = run("merge " + kShards + "matmul.h200.0-of-3.result " + kShards + "matmul.h200.2-of-3.result -o " +
                        out);
@@ -283,7 +308,7 @@ TEST(Cli, MergeRefusesMissingRepeatedAndDamagedShards) {
   EXPECT_EQ(twice.code, 1);
   EXPECT_NE(twice.out.find("shard 1/3 of target h200 is given twice"), std::string::npos) << twice.out;
 
-  const std::string damaged = "/tmp/morgana_cli_test_damaged.result";
+  const std::string damaged = scratch("damaged.result");
   std::string text = morgana::testing::read_file(kShards + "matmul.a100.result");
   std::ofstream(damaged) << text.substr(0, text.size() - 10);
   Result bad = run("merge " + damaged + " -o " + out);
