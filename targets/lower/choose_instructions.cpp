@@ -3,8 +3,8 @@
 // compile-time facts (shapes, strides, origin coefficients); nothing names a GPU.
 //   - Matmul: a matrix instruction of the target's [[matrix]] table, run by whole warps on tiles in shared memory,
 //     when the back end implements it, the file gives its lane layouts, the operand types are among its types
-//     (one operand may be f32, converted to the other's type in registers), and N and K are multiples of its shape (M is free: rows
-//     past M are computed from a clamped row and never stored).
+//     (one operand may be f32, converted to the other's type in registers), and N and K are multiples of its
+//     shape (M is free: rows past M are computed from a clamped row and never stored).
 //   - Reduce: a whole warp folds each output (lanes stride the group, then a shuffle tree of the target's warp
 //     size) when the group has at least a warp's worth of elements.
 //   - Load and Store: the widest global access of 16, 8 or 4 bytes whose alignment is proven for every block and
