@@ -265,26 +265,17 @@ void check_type(const KeySpec<Owner>& spec, const toml::node& node, std::string_
           if (!node.is_string()) want = "a string";
         } else if constexpr (std::is_same_v<F, bool>) {
           if (!node.is_boolean()) want = "a boolean";
-        } else if constexpr (std::is_same_v<F, std::vector<int64_t>>) {
-          const toml::array* a = node.as_array();
-          if (!a) {
-            want = "an array of integers";
-          } else {
-            for (const toml::node& e : *a)
-              if (!e.is_integer())
-                fail(where + " must be an array of integers; this element is " + std::string(toml_type_name(e)),
-                     loc_of(e));
-          }
         } else {
+          // A list: of integers (lane layouts) or of strings.
+          constexpr bool ints = std::is_same_v<F, std::vector<int64_t>>;
+          const char* list = ints ? "an array of integers" : "an array of strings";
           const toml::array* a = node.as_array();
           if (!a) {
-            want = "an array of strings";
+            want = list;
           } else {
             for (const toml::node& e : *a)
-              if (!e.is_string())
-                fail(
-                    where + " must be an array of strings; this element is " + std::string(toml_type_name(e)),
-                    loc_of(e));
+              if (ints ? !e.is_integer() : !e.is_string())
+                fail(where + " must be " + list + "; this element is " + std::string(toml_type_name(e)), loc_of(e));
           }
         }
         if (want)

@@ -4,8 +4,9 @@
 // math, and the DRAM sits idle while it computes. With it, loads that can use 16-byte asynchronous copies get two
 // buffers (Tile::stages): the prologue issues iteration 0's copies into buffer 0 and closes them as one batch
 // (AsyncWait); each iteration first issues the next iteration's copies into the other buffer (Load::ahead = 1),
-// closes that batch and waits for all but it (AsyncWait with one batch pending), and the barrier that insert_barriers places before the first reader publishes them. The closing barrier
-// of the body keeps the next iteration's copies from overwriting a buffer this one still reads.
+// closes that batch and waits for all but it (AsyncWait with one batch pending), and the barrier that
+// insert_barriers places before the first reader publishes them. The closing barrier of the body keeps the next
+// iteration's copies from overwriting a buffer this one still reads.
 #include "targets/lower/lower.h"
 #include "targets/lower/passes.h"
 
@@ -49,9 +50,8 @@ void pipeline_loads(Kernel& k, const LoweredProgram& p, const targets::Target& t
   // 76 to 127, at one block per SM instead of three). Registers are not known yet; both counts ignore them.
   const int64_t threads = k.block[0] * k.block[1] * k.block[2];
   const int64_t one = assign_offsets(k), two = assign_offsets(staged);
-  if (two > shared_memory_limit(target) ||
-      targets::resident_blocks_per_sm(target, threads, two, 0) < targets::resident_blocks_per_sm(target, threads, one, 0))
-    return;
+  auto resident = [&](int64_t smem) { return targets::resident_blocks_per_sm(target, threads, smem, 0); };
+  if (two > shared_memory_limit(target) || resident(two) < resident(one)) return;
   k = std::move(staged);
 }
 

@@ -202,7 +202,7 @@ __device__ __forceinline__ unsigned word_bits(bf16 x) { return x.bits; }
 __device__ __forceinline__ unsigned word_bits(float x) { return __float_as_uint(x); }
 
 // One 16-byte asynchronous copy global -> shared (cp.async.cg: cached in L2 only, the data is used once per
-// block), and the wait for all of this thread's copies.
+// block).
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
 #ifdef MG_HOST_EMULATION
   mg_host_copy(dst, src, 16);
@@ -211,12 +211,6 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 #endif
 }
-__device__ __forceinline__ void cp_async_wait_all() {
-#ifndef MG_HOST_EMULATION
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-#endif
-}
-
 // The kernel IR's AsyncWait: closes the batch of copies issued since the last one (a cp.async group) and waits until
 // at most PENDING batches of this thread are incomplete.
 template <int PENDING>
@@ -257,7 +251,7 @@ __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, 
         for (int j = 0; j < per; ++j) dst[e + j] = fill;
       }
     }
-    if constexpr (COPY == copy_async) cp_async_wait_all();
+    if constexpr (COPY == copy_async) async_wait<0>();
   } else {
     const T fill = from_f32<T>(pad);
     for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
@@ -335,12 +329,8 @@ __device__ __forceinline__ void matmul(float* dst, const TA* a, const TB* b, boo
 // distribution the target file describes, so a wrong layout row fails to compile instead of computing garbage. The
 // accumulator is placed by the file's C layout.
 
-// 16-bit element bits for packing fragments.
-__device__ __forceinline__ unsigned short bits16(f16 x) { return x.bits; }
-__device__ __forceinline__ unsigned short bits16(bf16 x) { return x.bits; }
-__device__ __forceinline__ unsigned pack2(unsigned short lo, unsigned short hi) {
-  return static_cast<unsigned>(lo) | (static_cast<unsigned>(hi) << 16);
-}
+// Two 16-bit elements (their word_bits) as one fragment register, the first in the low half.
+__device__ __forceinline__ unsigned pack2(unsigned lo, unsigned hi) { return lo | (hi << 16); }
 
 // What ldmatrix gives lane `lane` as its value v (two 16-bit values per register): for .x4 (A), register r from
 // matrix r (rows 0-7 / 8-15 alternate, then columns 8-15), row lane/4, columns 2*(lane%4) + {0,1}; for .x2.trans
@@ -425,13 +415,13 @@ __device__ __forceinline__ void load_a(unsigned (&a)[4], const TA* tile, int m0,
   } else {
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      unsigned short h[2];
+      unsigned h[2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int v = 2 * r + half;
         int row = m0 + Atom::a_row(lane, v);
         row = row < M ? row : M - 1;
-        h[half] = bits16(from_f32<T>(to_f32(tile[row * K + k0 + Atom::a_col(lane, v)])));
+        h[half] = word_bits(from_f32<T>(to_f32(tile[row * K + k0 + Atom::a_col(lane, v)])));
       }
       a[r] = pack2(h[0], h[1]);
     }
@@ -448,11 +438,11 @@ __device__ __forceinline__ void load_b(unsigned (&b)[2], const TB* tile, int k0,
   } else {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      unsigned short h[2];
+      unsigned h[2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int v = 2 * r + half;
-        h[half] = bits16(from_f32<T>(tile[(k0 + Atom::b_row(lane, v)) * N + n0 + Atom::b_col(lane, v)]));
+        h[half] = word_bits(from_f32<T>(tile[(k0 + Atom::b_row(lane, v)) * N + n0 + Atom::b_col(lane, v)]));
       }
       b[r] = pack2(h[0], h[1]);
     }

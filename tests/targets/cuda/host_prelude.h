@@ -124,7 +124,7 @@ inline void mg_host_ldmatrix(unsigned* r, int count, bool trans, const void* row
 
 inline float mg_host_half(unsigned reg, int e, bool bf16) {
   const unsigned short h = static_cast<unsigned short>(reg >> (16 * e));
-  return bf16 ? std::bit_cast<float>(static_cast<unsigned>(h) << 16) : static_cast<float>(std::bit_cast<_Float16>(h));
+  return bf16 ? std::bit_cast<float>(static_cast<unsigned>(h) << 16) : mg_host_f16_to_f32(h);
 }
 
 // mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 d, a, b, d: the whole warp's fragments are
