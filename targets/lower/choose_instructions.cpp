@@ -75,7 +75,10 @@ void choose_instructions(Kernel& k, const LoweredProgram& p, const targets::Targ
                          const std::vector<std::string>& matrix_ops) {
   for (auto* list : {&k.prologue, &k.body, &k.epilogue})
     for (Stmt& s : *list) {
-      if (s.kind == StmtKind::Matmul) s.atom = choose_atom(s, k, target, matrix_ops);
+      if (s.kind == StmtKind::Matmul) {
+        s.atom = choose_atom(s, k, target, matrix_ops);
+        if (s.atom >= 0) s.atoms_n = matmul_tiling(s, k, target).atoms_n;
+      }
       if (s.kind == StmtKind::Reduce) {
         // A warp per output once every lane has an element to fold; shorter groups fold faster in one thread.
         const Tile& x = k.tiles[static_cast<size_t>(s.a)];

@@ -236,11 +236,10 @@ class Emitter {
         // A Load ahead fills the next iteration's buffer, when there is a next iteration.
         const std::string saved = iter_;
         if (s.ahead) iter_ = "(it + " + std::to_string(s.ahead) + ")";
-        const bool batched = k.tiles[static_cast<size_t>(s.dst)].stages > 1;
         std::string at = placement(s, mask);
         line(in + (s.ahead ? "if (" + iter_ + " < " + std::to_string(k.loop) + ") " : std::string()) + "mg::load<" +
                  S(s.dst) + ", " + global_type(s.tensor) + ", " + mask + ", " + std::to_string(s.vector_bytes) +
-                 ", " + (!s.async ? "mg::copy_sync" : batched ? "mg::copy_async_batch" : "mg::copy_async") + ">(" +
+                 ", " + (!s.async ? "mg::copy_sync" : s.batch ? "mg::copy_async_batch" : "mg::copy_async") + ">(" +
                  t(s.dst) + ", " + tensor_ref(s.tensor) + ", " + at + ", " + float_literal(s.pad) + ");",
              origin);
         iter_ = saved;
@@ -267,11 +266,25 @@ class Emitter {
                  t(s.b) + ", [](float x, float y) { return " + scalar_expr(s) + "; });",
              origin);
         return;
-      case StmtKind::Matmul:
-        line(in + (s.atom >= 0 ? "mg::matmul_atom<" + atom_name(s.atom) + ", " : std::string("mg::matmul<")) +
-                 S(s.dst) + ", " + S(s.a) + ", " + S(s.b) + ">(" + t(s.dst) + ", " + t(s.a) + ", " +
-                 t(s.b) + ", " + (s.accumulate ? "it != 0" : "false") + ");",
-             origin);
+      case StmtKind::Matmul: {
+        const std::string accumulate = s.accumulate ? "it != 0" : "false";
+        if (k.tiles[static_cast<size_t>(s.dst)].space == Space::registers)
+          line(in + "r_" + k.tiles[static_cast<size_t>(s.dst)].name + ".mma<" + S(s.a) + ", " + S(s.b) + ">(" +
+                   t(s.a) + ", " + t(s.b) + ", " + accumulate + ");",
+               origin);
+        else if (s.atom >= 0)
+          line(in + "mg::matmul_atom<" + atom_name(s.atom) + ", " + S(s.dst) + ", " + S(s.a) + ", " + S(s.b) + ", " +
+                   std::to_string(s.atoms_n) + ">(" + t(s.dst) + ", " + t(s.a) + ", " + t(s.b) + ", " + accumulate +
+                   ");",
+               origin);
+        else
+          line(in + "mg::matmul<" + S(s.dst) + ", " + S(s.a) + ", " + S(s.b) + ">(" + t(s.dst) + ", " + t(s.a) +
+                   ", " + t(s.b) + ", " + accumulate + ");",
+               origin);
+        return;
+      }
+      case StmtKind::Publish:
+        line(in + "r_" + k.tiles[static_cast<size_t>(s.a)].name + ".publish(" + t(s.dst) + ");", origin);
         return;
       case StmtKind::Reduce:
         line(in + "mg::" + std::string(ir::op_name(s.op)) + "<" + S(s.a) + ", " + S(s.dst) + ", " +
@@ -296,6 +309,23 @@ class Emitter {
                origin);
         return;
     }
+  }
+
+  // A register tile: the fragments of the matmul that writes it, tiled over the block's warps as lowering chose.
+  void fragments(const Kernel& k, int tile, const std::string& in) {
+    const Tile& t = k.tiles[static_cast<size_t>(tile)];
+    const Stmt* mm = nullptr;
+    for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
+      for (const Stmt& s : *list)
+        if (s.kind == StmtKind::Matmul && s.dst == tile) mm = &s;
+    MG_CHECK(mm && mm->atom >= 0, "emit: register tile '" + t.name + "' without a matrix instruction writing it");
+    const int64_t warps = k.block[0] / t_.execution.warp_size;
+    line(in + "mg::Fragments<" + atom_name(mm->atom) + ", S_" + t.name + ", " +
+             std::to_string(k.tiles[static_cast<size_t>(mm->a)].shape.back()) + ", " + std::to_string(mm->atoms_n) +
+             ", " + std::to_string(mm->k_split) + ", " + std::to_string(warps) + "> r_" + t.name + ";  // f32" +
+             dims_text(t.shape) + " in registers, " + std::to_string(mm->atoms_n) + " atoms per warp task" +
+             (mm->k_split > 1 ? ", K split over " + std::to_string(mm->k_split) + " warps" : ""),
+         t.from.str());
   }
 
   void kernel(size_t index) {
@@ -354,9 +384,14 @@ class Emitter {
                std::to_string(k.scratch_bytes) + ";",
            origin);
     }
-    for (const Tile& tile : k.tiles) {
+    for (size_t i = 0; i < k.tiles.size(); ++i) {
+      const Tile& tile = k.tiles[i];
       const char* base = tile.space == Space::global ? "mg_scratch" : "mg_smem";
       line(in + "using S_" + tile.name + " = mg::Shape<" + join(pad4(tile.shape, 1)) + ">;", tile.from.str());
+      if (tile.space == Space::registers) {
+        fragments(k, static_cast<int>(i), in);
+        continue;
+      }
       line(in + storage(tile.dtype) + "* const t_" + tile.name + (tile.stages > 1 ? "_buffers" : "") +
                " = reinterpret_cast<" + storage(tile.dtype) + "*>(" + base + " + " + std::to_string(tile.offset) +
                ");  // " + std::string(ir::dtype_name(tile.dtype)) + dims_text(tile.shape) +

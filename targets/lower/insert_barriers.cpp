@@ -67,6 +67,7 @@ class Barriers {
     std::vector<Range> r;
     for (int t : tiles) {
       const Tile& tile = k_.tiles[static_cast<size_t>(t)];
+      if (tile.space == Space::registers) continue;  // private to each thread
       int64_t base = tile.space == Space::global ? kGlobalBase : 0;
       r.emplace_back(base + tile.offset, base + tile.offset + tile.bytes());
     }

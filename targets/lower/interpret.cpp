@@ -121,6 +121,15 @@ class Machine {
       for (b_[1] = 0; b_[1] < k.grid[1]; ++b_[1])
         for (b_[0] = 0; b_[0] < k.grid[0]; ++b_[0]) {
           smem_.v.assign(static_cast<size_t>((k.smem_bytes + 1) / 2), NAN);
+          // Register tiles: one private array each, after one another (threads read back only what they wrote).
+          register_base_.assign(k.tiles.size(), 0);
+          int64_t register_bytes = 0;
+          for (size_t t = 0; t < k.tiles.size(); ++t)
+            if (k.tiles[t].space == Space::registers) {
+              register_base_[t] = register_bytes;
+              register_bytes += k.tiles[t].bytes();
+            }
+          registers_.v.assign(static_cast<size_t>(register_bytes / 2), NAN);
           state_.assign(smem_.v.size() + static_cast<size_t>((k.scratch_bytes + 1) / 2), CellState{});
           scratch_base_ = k.scratch_offset + ((b_[2] * k.grid[1] + b_[1]) * k.grid[0] + b_[0]) * k.scratch_bytes;
           it_ = 0;
@@ -140,10 +149,15 @@ class Machine {
     int64_t base;        // byte of the tile's first element in `cells`
     int64_t state_base;  // cell index of that byte in state_
     int64_t limit;       // bytes of the space the block owns
+    bool checked = true;  // races and damage are checked (not for registers)
   };
   // A tile of several buffers is in buffer (iteration % stages), the iteration being the one a Load ahead fills.
   Place place(const Tile& t) {
     const int64_t offset = t.offset + (iteration() % t.stages) * t.stage_bytes();
+    if (t.space == Space::registers) {
+      const int64_t base = register_base_[static_cast<size_t>(&t - k_->tiles.data())];
+      return {&registers_, base, 0, base + t.bytes(), false};
+    }
     if (t.space == Space::shared) return {&smem_, offset, offset / 2, k_->smem_bytes};
     for (size_t i = 0; i < p_.params.size(); ++i)
       if (p_.params[i].role == Role::workspace)
@@ -161,7 +175,7 @@ class Machine {
     std::vector<float> v(static_cast<size_t>(n));
     for (int64_t e = 0; e < n; ++e) {
       int64_t byte = at.base + e * es;
-      for (int64_t c = at.state_base + e * es / 2; c < at.state_base + (e + 1) * es / 2; ++c) {
+      for (int64_t c = at.state_base + e * es / 2; at.checked && c < at.state_base + (e + 1) * es / 2; ++c) {
         CellState& st = state_[static_cast<size_t>(c)];
         if (st.write_epoch < 0) fail(s, "reads tile '" + t.name + "' element " + std::to_string(e) + ", which nothing wrote");
         if (st.write_epoch == epoch_ && st.write_inst != inst_)
@@ -186,7 +200,7 @@ class Machine {
     for (size_t e = 0; e < v.size(); ++e) {
       auto ei = static_cast<int64_t>(e);
       int64_t byte = at.base + ei * es;
-      for (int64_t c = at.state_base + ei * es / 2; c < at.state_base + (ei + 1) * es / 2; ++c) {
+      for (int64_t c = at.state_base + ei * es / 2; at.checked && c < at.state_base + (ei + 1) * es / 2; ++c) {
         CellState& st = state_[static_cast<size_t>(c)];
         if (st.write_epoch == epoch_ && st.write_inst != inst_)
           fail(s, "writes tile '" + t.name + "', written since the last barrier by another statement (missing barrier)");
@@ -225,6 +239,9 @@ class Machine {
         ++epoch_;
         return;
       case StmtKind::AsyncWait:  // copies are synchronous here
+        return;
+      case StmtKind::Publish:  // the k_split parts were summed as one matmul here
+        put(s.dst, get(s.a, s), s);
         return;
       case StmtKind::Load: {
         if (it_ + s.ahead >= k_->loop) return;  // no iteration to prefetch
@@ -370,6 +387,8 @@ class Machine {
   const Kernel* k_ = nullptr;
   Cells smem_;
   std::vector<CellState> state_;
+  Cells registers_;                    // the register tiles of the block
+  std::vector<int64_t> register_base_;  // byte of each register tile in registers_
   std::array<int64_t, 3> b_{};
   int64_t it_ = 0;
   int64_t ahead_ = 0;  // while a Load of a later iteration runs: how many iterations later

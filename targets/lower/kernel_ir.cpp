@@ -41,6 +41,7 @@ std::string_view stmt_name(StmtKind k) {
     case StmtKind::Accumulate: return "accumulate";
     case StmtKind::Barrier: return "barrier";
     case StmtKind::AsyncWait: return "async_wait";
+    case StmtKind::Publish: return "publish";
   }
   return "?";
 }
@@ -52,7 +53,8 @@ std::vector<int> stmt_reads(const Stmt& s) {
     case StmtKind::AsyncWait: return {};
     case StmtKind::Store:
     case StmtKind::Unary:
-    case StmtKind::Reduce: return {s.a};
+    case StmtKind::Reduce:
+    case StmtKind::Publish: return {s.a};
     case StmtKind::Binary:
     case StmtKind::Concat: return {s.a, s.b};
     case StmtKind::Matmul: return s.accumulate ? std::vector<int>{s.a, s.b, s.dst} : std::vector<int>{s.a, s.b};
@@ -102,7 +104,13 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
   // The thread level's choices (choose_instructions), as comments.
   auto access = [&]() {
     if (s.vector_bytes == 0) return std::string();
-    return "  # " + std::to_string(s.vector_bytes) + "-byte accesses" + (s.async ? ", cp.async" : "");
+    return "  # " + std::to_string(s.vector_bytes) + "-byte accesses" + (s.async ? ", cp.async" : "") +
+           (s.batch ? ", batched" : "");
+  };
+  auto warp_tiling = [&]() {
+    if (s.atom < 0) return std::string();
+    return "  # matrix instruction " + std::to_string(s.atom + 1) + " of the target, " + std::to_string(s.atoms_n) +
+           " atoms per warp task" + (s.k_split > 1 ? ", K split over " + std::to_string(s.k_split) + " warps" : "");
   };
   switch (s.kind) {
     case StmtKind::Load:
@@ -115,8 +123,7 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
              ")";
     case StmtKind::Binary: return t(s.dst) + " = " + op + "(" + t(s.a) + ", " + t(s.b) + ")";
     case StmtKind::Matmul:
-      return t(s.dst) + (s.accumulate ? " += " : " = ") + "matmul(" + t(s.a) + ", " + t(s.b) + ")" +
-             (s.atom >= 0 ? "  # matrix instruction " + std::to_string(s.atom + 1) + " of the target" : "");
+      return t(s.dst) + (s.accumulate ? " += " : " = ") + "matmul(" + t(s.a) + ", " + t(s.b) + ")" + warp_tiling();
     case StmtKind::Reduce:
       return t(s.dst) + " = " + op + "(" + t(s.a) + ", dim=" + std::to_string(s.dim) + ", to=" + std::to_string(s.to) +
              ")" + (s.by_warps ? "  # by warps" : "");
@@ -125,6 +132,7 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
       return t(s.dst) + " = " + op + "(" + t(s.a) + (s.b >= 0 ? ", " + t(s.b) + ", max " + t(s.state) : "") + ")";
     case StmtKind::Barrier: return "barrier";
     case StmtKind::AsyncWait: return "async_wait pending " + std::to_string(s.pending);
+    case StmtKind::Publish: return t(s.dst) + " = publish(" + t(s.a) + ")";
   }
   return "?";
 }
@@ -151,7 +159,8 @@ std::string print(const LoweredProgram& p) {
              std::to_string(k.scratch_offset) + "\n";
     for (const Tile& t : k.tiles)
       out += "  tile " + t.name + " " + std::string(ir::dtype_name(t.dtype)) + list(t.shape) +
-             (t.space == Space::global ? " scratch @" : " @") + std::to_string(t.offset) +
+             (t.space == Space::registers ? " in registers"
+              : (t.space == Space::global ? " scratch @" : " @") + std::to_string(t.offset)) +
              (t.stages > 1 ? " stages " + std::to_string(t.stages) : "") + "\n";
     const std::pair<const char*, const std::vector<Stmt>*> sections[] = {
         {"prologue", &k.prologue}, {"body", &k.body}, {"epilogue", &k.epilogue}};

@@ -51,9 +51,12 @@ struct GlobalTensor {
 };
 
 enum class Space : uint8_t {
-  shared,  // the block's dynamic shared memory (level-3 register tiles come later)
+  shared,  // the block's dynamic shared memory
   global,  // the block's own slice of a scratch region of the workspace: only for tiles that do not fit in
            // shared memory, when the caller allows spilling (LowerOptions::spill_to_global)
+  registers,  // the threads' registers, in the C fragments of the matrix instruction of the one Matmul that writes
+              // the tile (its Stmt::atom, atoms_n, k_split say which warp holds which element); only a Publish
+              // reads it. No offset, no barriers: each thread reads back only what it wrote.
 };
 
 // A dense row-major array the block works on.
@@ -96,6 +99,8 @@ enum class StmtKind : uint8_t {
   AsyncWait,   // closes the batch of asynchronous loads issued since the last AsyncWait, then waits until this
                // thread's copies are complete except those of the newest `pending` batches; a Barrier then
                // publishes them to the block
+  Publish,     // dst (shared) = a (registers): each warp stores its fragments, the k_split warps that computed
+               // parts of one element adding theirs in turn (the statement synchronises inside itself)
 };
 
 struct Stmt {
@@ -114,10 +119,15 @@ struct Stmt {
   bool accumulate = false;            // Matmul
   int64_t ahead = 0;                  // Load: of iteration it + ahead, into its buffer; skipped past the last one.
                                       // In the prologue it is 0.
+  bool batch = false;                 // Load: its asynchronous copies stay in flight until the next AsyncWait of
+                                      // the section closes their batch (pass pipeline_loads); else it waits itself
   int pending = 0;                    // AsyncWait
   // Thread-level choices (pass choose_instructions, docs/lowering.md "The thread level"):
   int atom = -1;             // Matmul: index into the target's [[matrix]] list of the instruction it runs on, or
                              // -1 for the scalar routine
+  int64_t atoms_n = 1;       // Matmul with an atom: a warp's task is one row block of the atom's m rows by atoms_n
+                             // atoms along N (its accumulators stay in registers across K)
+  int64_t k_split = 1;       // Matmul into registers: warps that share each task, each taking 1/k_split of K
   int64_t vector_bytes = 0;  // Load/Store: bytes each thread moves per global access (0: one element at a time)
   bool async = false;        // Load: asynchronous copies (cp.async) straight into shared memory
   bool by_warps = false;     // Reduce: each output folded by a whole warp (lanes stride the group, then shuffles)

@@ -97,8 +97,10 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
     Kernel k = lower_block(site);
     pipeline_loads(k, p, target);
     plan_shared_memory(k, target, options.spill_to_global);
-    insert_barriers(k);
     choose_instructions(k, p, target, options.matrix_ops);
+    keep_matmuls_in_registers(k, target);
+    plan_shared_memory(k, target, options.spill_to_global);  // again: register tiles free shared memory
+    insert_barriers(k);
     k.entry = p.name + "_k" + std::to_string(p.kernels.size()) + "_" + names[g.result(n)];
     p.kernels.push_back(std::move(k));
   }

@@ -29,7 +29,8 @@ Kernel lower_block(const BlockSite& site);
 // once, every body load that can move 16 bytes per access gets a second buffer: the prologue issues iteration 0's
 // copies, each iteration first issues those of the next one into the other buffer and then waits for its own
 // (AsyncWait, pending 1), so loads overlap the body's math. Left as is when the second buffers do not fit the
-// target's shared memory.
+// target's shared memory or cost resident blocks; then (and in the prologue) a section's asynchronous loads are
+// batched: moved to its start, closed by one AsyncWait.
 void pipeline_loads(Kernel& k, const LoweredProgram& p, const targets::Target& target);
 
 // The widest global access (16, 8 or 4 bytes; 0: one element at a time) of a load or store whose alignment holds for
@@ -56,6 +57,21 @@ void insert_barriers(Kernel& k);
 // loads into shared memory where the target has it.
 void choose_instructions(Kernel& k, const LoweredProgram& p, const targets::Target& target,
                          const std::vector<std::string>& matrix_ops);
+
+// How the warps of a block share a matmul on matrix instruction Stmt::atom (the tile library's mg::WarpTiling
+// computes the same from the template arguments the emitter passes): tasks of one row block by atoms_n atoms along
+// N, k_split warps per task when there are warps to spare, and the f32 registers each thread then holds.
+struct MatmulTiling {
+  int64_t atoms_n = 1, tasks = 1, k_split = 1, registers = 0;
+};
+MatmulTiling matmul_tiling(const Stmt& s, const Kernel& k, const targets::Target& target);
+
+// Pass 6b (registers.cpp): a matmul on a matrix instruction whose result can live in registers writes a register
+// tile (Space::registers) instead of its shared one, and a Publish stores it there where it is first needed: the
+// accumulator of a for-loop (accumulating across iterations without shared-memory traffic, published at the start
+// of the epilogue), or any matmul whose tasks leave warps idle (they split K). Accumulators may take a quarter of
+// the target's registers per thread.
+void keep_matmuls_in_registers(Kernel& k, const targets::Target& target);
 
 // Shared memory a block graph needs once lowered (passes 3 and 4), for the tiling pass's fit test.
 int64_t block_smem_bytes(const ir::Graph& body);

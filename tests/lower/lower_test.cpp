@@ -27,6 +27,9 @@
 namespace morgana::testing {
 namespace {
 
+// The CUDA back end's matrix instruction (targets/cuda/dialect.cpp): matmuls then take the thread level's paths.
+const lower::LowerOptions kWithMma{.spill_to_global = false, .matrix_ops = {"mma.sync.aligned.m16n8k16"}};
+
 bool identifier(const std::string& s) { return std::regex_match(s, std::regex("[A-Za-z_][A-Za-z0-9_]*")); }
 
 // What the runtime relies on: the parameter order and names, entry symbols, launch limits, and a shared-memory
@@ -64,6 +67,7 @@ void check_contract(const lower::LoweredProgram& p, const ir::Graph& g, const ta
     EXPECT_LE(k.smem_bytes, lower::shared_memory_limit(t)) << k.entry;
     for (int64_t d : k.grid) EXPECT_GE(d, 1);
     for (const lower::Tile& tile : k.tiles) {
+      if (tile.space == lower::Space::registers) continue;
       EXPECT_EQ(tile.offset % 16, 0) << k.entry << " " << tile.name;
       EXPECT_LE(tile.offset + tile.bytes(), k.smem_bytes) << k.entry << " " << tile.name;
     }
@@ -162,7 +166,7 @@ TEST(Lower, TiledGraphsAreEquivalentToTheirPrograms) {
 
 TEST(Lower, CpuExecutionMatchesTheFloatReference) {
   std::vector<targets::Target> targets = cuda_targets();
-  int runs = 0;
+  int runs = 0, registers = 0;
   for (const TestProgram& tp : test_programs()) {
     if (work(tp.graph) > kLargeWork && !large_enabled()) continue;
     std::vector<verify::FloatArray> in = verify::random_inputs(tp.graph, 7);
@@ -170,21 +174,26 @@ TEST(Lower, CpuExecutionMatchesTheFloatReference) {
     std::set<std::string> seen;
     for (const targets::Target& t : targets) {
       SCOPED_TRACE(tp.id + " on " + t.identity.name);
-      lower::LoweredProgram p;
-      try {
-        p = lower::lower(tp.graph, t);
-      } catch (const UserError&) {
-        continue;  // infeasible on this target: the golden list above
+      // With the scalar routines, and with matrix instructions (their results in register tiles, published).
+      for (const lower::LowerOptions& options : {lower::LowerOptions{}, kWithMma}) {
+        lower::LoweredProgram p;
+        try {
+          p = lower::lower(tp.graph, t, options);
+        } catch (const UserError&) {
+          continue;  // infeasible on this target: the golden list above
+        }
+        std::string text = lower::print(p);
+        if (!seen.insert(text.substr(text.find('\n'))).second) continue;  // same kernels as another target's
+        std::vector<std::vector<double>> got = run_on_cpu(p, in);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], "output " + std::to_string(i));
+        ++runs;
+        registers += text.find("in registers") != std::string::npos;
       }
-      std::string text = lower::print(p);
-      if (!seen.insert(text.substr(text.find('\n'))).second) continue;  // same kernels as another target's
-      std::vector<std::vector<double>> got = run_on_cpu(p, in);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], "output " + std::to_string(i));
-      ++runs;
     }
   }
   EXPECT_GE(runs, 30);
+  EXPECT_GE(registers, 10);
 }
 
 }  // namespace
@@ -217,6 +226,88 @@ TEST(Lower, LoadsArePipelinedOnlyWhereItCostsNoResidentBlock) {
   EXPECT_EQ(staged_tiles(q.kernels[0]), 0) << lower::print(q);
   const int64_t threads = q.kernels[0].block[0];
   EXPECT_EQ(targets::resident_blocks_per_sm(h100, threads, q.kernels[0].smem_bytes, 0), 3);
+}
+
+}  // namespace
+}  // namespace morgana::testing
+
+namespace morgana::testing {
+namespace {
+
+// A decode-shaped RMSNorm+Linear (one row; 32 columns of W per block, so the matmul is one warp task of four atoms).
+constexpr const char* kOneTaskFold = R"(kernel fold(X: f16[1,4096], W: f16[4096,6144]) {
+  Y = block(X, W) grid=[192,1,1] threads=128 loop=4 {
+    x = iter(X, imap=[-,-,-], fmap=1)
+    w = iter(W, imap=[1,-,-], fmap=0)
+    p = matmul(x, w)
+    a = acc_sum(p)
+    save(a, omap=[1,-,-])
+  }
+  return Y
+}
+)";
+
+const lower::Stmt* find_stmt(const std::vector<lower::Stmt>& list, lower::StmtKind kind) {
+  for (const lower::Stmt& s : list)
+    if (s.kind == kind) return &s;
+  return nullptr;
+}
+
+// The accumulator of a for-loop's matmul stays in registers across the loop and is published to shared memory once,
+// at the start of the epilogue; where the tasks leave warps idle, they split K.
+TEST(Lower, LoopMatmulAccumulatorsLiveInRegisters) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Graph fold = std::move(ir::parse_file("examples/mugraphs/rmsnorm_linear_fused.mg").programs[0]);
+  lower::LoweredProgram p = lower::lower(fold, h100, kWithMma);
+  const lower::Kernel& k = p.kernels[0];
+  const lower::Stmt* mm = find_stmt(k.body, lower::StmtKind::Matmul);
+  ASSERT_NE(mm, nullptr);
+  const lower::Tile& acc = k.tiles[static_cast<size_t>(mm->dst)];
+  EXPECT_EQ(acc.space, lower::Space::registers) << lower::print(p);
+  EXPECT_EQ(mm->atoms_n, 4);  // 128 columns: 16 atoms, 4 tasks of 4 for 4 warps
+  EXPECT_EQ(mm->k_split, 1);
+  ASSERT_FALSE(k.epilogue.empty());
+  EXPECT_EQ(k.epilogue.front().kind, lower::StmtKind::Publish);
+  EXPECT_EQ(k.epilogue.front().a, mm->dst);
+  EXPECT_EQ(k.tiles[static_cast<size_t>(k.epilogue.front().dst)].space, lower::Space::shared);
+
+  ir::Graph one = std::move(ir::parse_module(kOneTaskFold).programs[0]);
+  lower::LoweredProgram q = lower::lower(one, h100, kWithMma);
+  const lower::Stmt* split = find_stmt(q.kernels[0].body, lower::StmtKind::Matmul);
+  ASSERT_NE(split, nullptr);
+  EXPECT_EQ(split->k_split, 4) << lower::print(q);  // one task, four warps: each takes a quarter of K
+  const std::string ir = lower::print(q);
+  EXPECT_NE(ir.find("K split over 4 warps"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("in registers"), std::string::npos) << ir;
+  std::vector<verify::FloatArray> in = verify::random_inputs(one, 3);
+  std::vector<verify::FloatArray> want = verify::eval_float(one, in);
+  std::vector<std::vector<double>> got = run_on_cpu(q, in);
+  ASSERT_EQ(got.size(), 1u);
+  expect_close(got[0], want[0], "Y");
+
+  // Too many accumulators for a quarter of the registers: the matmul keeps its shared tile.
+  targets::Target few = h100;
+  few.registers.max_regs_per_thread = 32;
+  lower::LoweredProgram r = lower::lower(fold, few, kWithMma);
+  const lower::Stmt* shared = find_stmt(r.kernels[0].body, lower::StmtKind::Matmul);
+  ASSERT_NE(shared, nullptr);
+  EXPECT_EQ(r.kernels[0].tiles[static_cast<size_t>(shared->dst)].space, lower::Space::shared);
+  EXPECT_EQ(find_stmt(r.kernels[0].epilogue, lower::StmtKind::Publish), nullptr);
+}
+
+// The loads of a section that are not pipelined go out as one batch: moved to its start, closed by one wait.
+TEST(Lower, UnpipelinedLoadsAreBatched) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Graph fold = std::move(ir::parse_file("examples/mugraphs/rmsnorm_linear_fused.mg").programs[0]);
+  lower::LoweredProgram p = lower::lower(fold, h100);
+  const std::vector<lower::Stmt>& body = p.kernels[0].body;
+  ASSERT_GE(body.size(), 4u);
+  EXPECT_EQ(body[0].kind, lower::StmtKind::Load);
+  EXPECT_EQ(body[1].kind, lower::StmtKind::Load);
+  EXPECT_TRUE(body[0].batch && body[1].batch);
+  EXPECT_EQ(body[2].kind, lower::StmtKind::AsyncWait);
+  EXPECT_EQ(body[2].pending, 0);
+  EXPECT_EQ(body[3].kind, lower::StmtKind::Barrier);
 }
 
 }  // namespace

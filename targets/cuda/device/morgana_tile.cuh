@@ -462,60 +462,138 @@ struct Type16<TA, float> {
   typedef TA type;
 };
 
-// dst = a·b (with `accumulate`, dst += a·b) on matrix instructions, batched like mg::matmul. Warps take tasks of
-// one 16-row block and up to four 8-column atoms, so each A fragment serves several atoms; within a task the
-// accumulators stay in registers across the K loop and dst is read and written once. (Splitting K among idle warps,
-// their partials meeting through shared-memory atomics, was measured on the H100 and was slower: gated_mlp 75 ->
-// 95 us, rmsnorm_linear_b8 86 -> 114 us, the plain specs' default tilings 8x slower. So was giving each warp a task
-// by taking fewer atoms per task: rmsnorm_linear_b8 86 -> 97 us, the others unchanged; see
-// bench/notes-fast-kernels-1.md.)
-template <class Atom, class S, class SA, class SB, class TA, class TB>
+// How warps share a matmul on matrix instructions (lowering's choice, Stmt::atoms_n and Stmt::k_split): a task is one
+// row block of Atom::m rows by ATOMS_N atoms of Atom::n columns of one batch, so each A fragment serves ATOMS_N
+// atoms; the warps form WARPS / SPLIT teams, team w % teams taking tasks w, w + teams, ... and part w / teams of each
+// task's K steps. Warps past teams * SPLIT have no task.
+template <class Atom, class S, int K, int ATOMS_N, int SPLIT, int WARPS>
+struct WarpTiling {
+  static constexpr int M = S::d2, N = S::d3;
+  static_assert(N % (Atom::n * ATOMS_N) == 0 && K % (Atom::k * SPLIT) == 0, "lowering chose the tiling for N and K");
+  static constexpr int row_blocks = (M + Atom::m - 1) / Atom::m, groups_n = N / (Atom::n * ATOMS_N);
+  static constexpr int tasks = S::d0 * S::d1 * row_blocks * groups_n, teams = WARPS / SPLIT;
+  static constexpr int per_warp = (tasks + teams - 1) / teams, k_steps = K / Atom::k / SPLIT;
+};
+
+// acc[j] (+)= the task's product over K steps [k_first, k_first + k_steps) for atom j of the task: ATOMS_N
+// accumulators of Atom::c_values in registers, A loaded once per K step and shared by the atoms.
+template <class Atom, class S, class SA, class SB, int ATOMS_N, class TA, class TB>
+__device__ __forceinline__ void mma_task(float (&acc)[ATOMS_N][Atom::c_values], const TA* a, const TB* b, int task,
+                                         int k_first, int k_steps, int lane) {
+  typedef typename Type16<TA, TB>::type T;  // the 16-bit operand's type (lowering allows one f32 operand)
+  constexpr int M = S::d2, N = S::d3, K = SA::d3;
+  constexpr int groups_n = N / (Atom::n * ATOMS_N), row_blocks = (M + Atom::m - 1) / Atom::m;
+  const int ng = task % groups_n, mb = task / groups_n % row_blocks, bt = task / groups_n / row_blocks;
+  const int b0 = bt / S::d1, b1 = bt % S::d1;
+  const TA* pa = a + ((SA::d0 == 1 ? 0 : b0) * SA::d1 + (SA::d1 == 1 ? 0 : b1)) * (M * K);
+  const TB* pb = b + ((SB::d0 == 1 ? 0 : b0) * SB::d1 + (SB::d1 == 1 ? 0 : b1)) * (K * N);
+  const int m0 = mb * Atom::m, n0 = ng * ATOMS_N * Atom::n;
+#pragma unroll 2
+  for (int step = k_first; step < k_first + k_steps; ++step) {
+    const int k0 = step * Atom::k;
+    unsigned fa[4];
+    load_a<Atom, M, K, T>(fa, pa, m0, k0, lane);
+#pragma unroll
+    for (int j = 0; j < ATOMS_N; ++j) {
+      unsigned fb[2];
+      load_b<Atom, N, T>(fb, pb, k0, n0 + j * Atom::n, lane);
+      mma_16816<T>(acc[j], fa, fb);
+    }
+  }
+}
+
+// Element (row, col) of the task's [M, N] batch slice that value v of atom j of `lane` holds, or -1 past M.
+template <class Atom, class S, int ATOMS_N>
+__device__ __forceinline__ int task_element(int task, int j, int v, int lane) {
+  constexpr int M = S::d2, N = S::d3, groups_n = N / (Atom::n * ATOMS_N), row_blocks = (M + Atom::m - 1) / Atom::m;
+  const int ng = task % groups_n, mb = task / groups_n % row_blocks, bt = task / groups_n / row_blocks;
+  const int row = mb * Atom::m + Atom::c_row(lane, v), col = ng * ATOMS_N * Atom::n + j * Atom::n + Atom::c_col(lane, v);
+  return row < M ? (bt * M + row) * N + col : -1;
+}
+
+// dst = a·b (with `accumulate`, dst += a·b) on matrix instructions, batched like mg::matmul, dst in shared memory:
+// each warp task reads dst (when accumulating) and writes it once through the C layout. (Splitting K among idle
+// warps here, their partials meeting through shared-memory atomics, was measured on the H100 and was slower:
+// gated_mlp 75 -> 95 us; bench/notes-fast-kernels-1.md. Split K lives in mg::Fragments, whose partials meet once.)
+template <class Atom, class S, class SA, class SB, int ATOMS_N, class TA, class TB>
 __device__ __forceinline__ void matmul_atom(float* dst, const TA* a, const TB* b, bool accumulate) {
   static_assert(Atom::m == 16 && Atom::n == 8 && Atom::k == 16, "morgana_tile.cuh implements m16n8k16");
   static_assert(ldmatrix_matches<Atom>(), "the target file's A/B lane layouts are not ldmatrix's");
-  // The instruction's type: the 16-bit operand's (lowering allows at most one f32 operand).
-  typedef typename Type16<TA, TB>::type T;
-  constexpr int M = S::d2, N = S::d3, K = SA::d3;
-  static_assert(N % Atom::n == 0 && K % Atom::k == 0, "lowering chose the atom for N and K multiples of it");
-  constexpr int row_blocks = (M + Atom::m - 1) / Atom::m, atoms_n = N / Atom::n;
-  constexpr int group = atoms_n % 4 == 0 ? 4 : atoms_n % 2 == 0 ? 2 : 1;
-  constexpr int batches = S::d0 * S::d1, tasks = batches * row_blocks * (atoms_n / group);
+  constexpr int K = SA::d3;
+  typedef WarpTiling<Atom, S, K, ATOMS_N, 1, 1> Tiling;
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, warps = blockDim.x / kWarpSize;
-  for (int task = warp; task < tasks; task += warps) {
-    const int ng = task % (atoms_n / group), mb = task / (atoms_n / group) % row_blocks;
-    const int bt = task / (atoms_n / group) / row_blocks, b0 = bt / S::d1, b1 = bt % S::d1;
-    const TA* pa = a + ((SA::d0 == 1 ? 0 : b0) * SA::d1 + (SA::d1 == 1 ? 0 : b1)) * (M * K);
-    const TB* pb = b + ((SB::d0 == 1 ? 0 : b0) * SB::d1 + (SB::d1 == 1 ? 0 : b1)) * (K * N);
-    float* pd = dst + bt * (M * N);
-    const int m0 = mb * Atom::m, n0 = ng * group * Atom::n;
-    float acc[group][Atom::c_values];
+  for (int task = warp; task < Tiling::tasks; task += warps) {
+    float acc[ATOMS_N][Atom::c_values];
 #pragma unroll
-    for (int g = 0; g < group; ++g)
+    for (int j = 0; j < ATOMS_N; ++j)
 #pragma unroll
       for (int v = 0; v < Atom::c_values; ++v) {
-        const int row = m0 + Atom::c_row(lane, v), col = n0 + g * Atom::n + Atom::c_col(lane, v);
-        acc[g][v] = accumulate && row < M ? pd[row * N + col] : 0.0f;
+        const int e = task_element<Atom, S, ATOMS_N>(task, j, v, lane);
+        acc[j][v] = accumulate && e >= 0 ? dst[e] : 0.0f;
       }
-#pragma unroll 2
-    for (int k0 = 0; k0 < K; k0 += Atom::k) {
-      unsigned fa[4];
-      load_a<Atom, M, K, T>(fa, pa, m0, k0, lane);
+    mma_task<Atom, S, SA, SB, ATOMS_N>(acc, a, b, task, 0, K / Atom::k, lane);
 #pragma unroll
-      for (int g = 0; g < group; ++g) {
-        unsigned fb[2];
-        load_b<Atom, N, T>(fb, pb, k0, n0 + g * Atom::n, lane);
-        mma_16816<T>(acc[g], fa, fb);
-      }
-    }
-#pragma unroll
-    for (int g = 0; g < group; ++g)
+    for (int j = 0; j < ATOMS_N; ++j)
 #pragma unroll
       for (int v = 0; v < Atom::c_values; ++v) {
-        const int row = m0 + Atom::c_row(lane, v), col = n0 + g * Atom::n + Atom::c_col(lane, v);
-        if (row < M) pd[row * N + col] = acc[g][v];
+        const int e = task_element<Atom, S, ATOMS_N>(task, j, v, lane);
+        if (e >= 0) dst[e] = acc[j][v];
       }
   }
 }
+
+// A matmul's f32 result [S] held in registers (kernel IR Space::registers), in the C fragments of Atom, tiled over
+// the block's WARPS warps as WarpTiling says; K is the reduction extent. mma() runs the matmul into the registers
+// (accumulating across a kernel's for-loop without touching shared memory); publish() stores the result to a shared
+// tile once, the SPLIT warps of a task adding their parts in turn (SPLIT - 1 barriers, every thread must call it).
+template <class Atom, class S, int K, int ATOMS_N, int SPLIT, int WARPS>
+struct Fragments {
+  static_assert(Atom::m == 16 && Atom::n == 8 && Atom::k == 16, "morgana_tile.cuh implements m16n8k16");
+  static_assert(ldmatrix_matches<Atom>(), "the target file's A/B lane layouts are not ldmatrix's");
+  typedef WarpTiling<Atom, S, K, ATOMS_N, SPLIT, WARPS> Tiling;
+  float acc[Tiling::per_warp][ATOMS_N][Atom::c_values];
+
+  template <class SA, class SB, class TA, class TB>
+  __device__ __forceinline__ void mma(const TA* a, const TB* b, bool accumulate) {
+    static_assert(SA::d3 == K, "the tiling was chosen for this K");
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    const int team = warp % Tiling::teams, part = warp / Tiling::teams;
+    if (part >= SPLIT) return;
+#pragma unroll
+    for (int i = 0; i < Tiling::per_warp; ++i) {
+      const int task = team + i * Tiling::teams;
+      if (task >= Tiling::tasks) break;
+      if (!accumulate)
+#pragma unroll
+        for (int j = 0; j < ATOMS_N; ++j)
+#pragma unroll
+          for (int v = 0; v < Atom::c_values; ++v) acc[i][j][v] = 0.0f;
+      mma_task<Atom, S, SA, SB, ATOMS_N>(acc[i], a, b, task, part * Tiling::k_steps, Tiling::k_steps, lane);
+    }
+  }
+
+  __device__ __forceinline__ void publish(float* dst) const {
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    const int team = warp % Tiling::teams, part = warp / Tiling::teams;
+#pragma unroll 1
+    for (int turn = 0; turn < SPLIT; ++turn) {
+      if (part == turn)
+#pragma unroll
+        for (int i = 0; i < Tiling::per_warp; ++i) {
+          const int task = team + i * Tiling::teams;
+          if (task >= Tiling::tasks) break;
+#pragma unroll
+          for (int j = 0; j < ATOMS_N; ++j)
+#pragma unroll
+            for (int v = 0; v < Atom::c_values; ++v) {
+              const int e = task_element<Atom, S, ATOMS_N>(task, j, v, lane);
+              if (e >= 0) dst[e] = turn == 0 ? acc[i][j][v] : dst[e] + acc[i][j][v];
+            }
+        }
+      if (turn + 1 < SPLIT) __syncthreads();
+    }
+  }
+};
 
 __device__ __forceinline__ float shfl_xor(float v, int mask) {
 #ifdef MG_HOST_EMULATION

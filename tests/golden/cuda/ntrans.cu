@@ -103,9 +103,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k1_D(const mg::f16* 
   using S_z = mg::Shape<1, 1, 1, 1024>;
   float* const t_z = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,1024]
   // x = iter(HN, imap=[0,1,-])  [examples/ntrans.mg:5:7]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_x, g_HN, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async_batch>(t_x, g_HN, 0, 0, bx, by * 1024, 0.0f);
   // y = iter(X, imap=[0,1,-])  [examples/ntrans.mg:5:7]
-  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_y, p_X, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async_batch>(t_y, p_X, 0, 0, bx, by * 1024, 0.0f);
+  mg::async_wait<0>();
   __syncthreads();
   // z = sub(x, y)  [examples/ntrans.mg:5:7]
   mg::binary<S_z, S_x, S_y>(t_z, t_x, t_y, [](float x, float y) { return x - y; });
@@ -129,9 +130,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k2_AD(const mg::f16*
   using S_z = mg::Shape<1, 1, 1, 1024>;
   float* const t_z = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,1024]
   // x = iter(alpha, imap=[0,1,-])  [examples/ntrans.mg:6:8]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_x, p_alpha, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async_batch>(t_x, p_alpha, 0, 0, bx, by * 1024, 0.0f);
   // y = iter(D, imap=[0,1,-])  [examples/ntrans.mg:6:8]
-  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_y, g_D, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async_batch>(t_y, g_D, 0, 0, bx, by * 1024, 0.0f);
+  mg::async_wait<0>();
   __syncthreads();
   // z = mul(x, y)  [examples/ntrans.mg:6:8]
   mg::binary<S_z, S_x, S_y>(t_z, t_x, t_y, [](float x, float y) { return x * y; });
@@ -155,9 +157,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k3_Z(const mg::f16* 
   using S_z = mg::Shape<1, 1, 1, 1024>;
   float* const t_z = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,1024]
   // x = iter(X, imap=[0,1,-])  [examples/ntrans.mg:7:7]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_x, p_X, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async_batch>(t_x, p_X, 0, 0, bx, by * 1024, 0.0f);
   // y = iter(AD, imap=[0,1,-])  [examples/ntrans.mg:7:7]
-  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_y, g_AD, 0, 0, bx, by * 1024, 0.0f);
+  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async_batch>(t_y, g_AD, 0, 0, bx, by * 1024, 0.0f);
+  mg::async_wait<0>();
   __syncthreads();
   // z = add(x, y)  [examples/ntrans.mg:7:7]
   mg::binary<S_z, S_x, S_y>(t_z, t_x, t_y, [](float x, float y) { return x + y; });

@@ -25,11 +25,11 @@ namespace {
 
 // Threads per emulated block: few enough to be quick, odd so that no tile size is a multiple of it. A kernel with
 // warp-level instructions (tensor-core matmuls, warp reductions) runs with two whole warps instead; the tile library
-// divides the work among however many warps a block has.
+// divides the work among however many warps a block has. One with register tiles runs with all its threads.
 constexpr unsigned kThreads = 3;
 
 // Kernels that ran with tensor-core matmuls and warp reductions, so the test can insist those paths were covered.
-int atom_kernels = 0, warp_reduce_kernels = 0;
+int atom_kernels = 0, warp_reduce_kernels = 0, register_tile_kernels = 0;
 
 unsigned emulated_threads(const lower::Kernel& k, const targets::Target& t) {
   bool atoms = false, warps = false;
@@ -40,6 +40,12 @@ unsigned emulated_threads(const lower::Kernel& k, const targets::Target& t) {
     }
   atom_kernels += atoms;
   warp_reduce_kernels += warps;
+  // Register tiles are tiled over the warps the kernel was lowered for (mg::Fragments): all of its threads.
+  for (const lower::Tile& tile : k.tiles)
+    if (tile.space == lower::Space::registers) {
+      ++register_tile_kernels;
+      return static_cast<unsigned>(k.block[0]);
+    }
   // Two warps: work divided among warps (matmul tasks, reduction outputs) is exercised.
   return atoms || warps ? 2 * static_cast<unsigned>(t.execution.warp_size) : kThreads;
 }
@@ -209,8 +215,9 @@ TEST(HostEmulation, GeneratedCudaComputesTheReference) {
   EXPECT_GE(ran, 40);
   EXPECT_GE(atom_kernels, 10);
   EXPECT_GE(warp_reduce_kernels, 5);
-  std::printf("%d programs; %d kernels with tensor-core matmuls, %d with warp reductions\n", ran, atom_kernels,
-              warp_reduce_kernels);
+  EXPECT_GE(register_tile_kernels, 5);
+  std::printf("%d programs; %d kernels with tensor-core matmuls, %d with warp reductions, %d with register tiles\n",
+              ran, atom_kernels, warp_reduce_kernels, register_tile_kernels);
 }
 
 // Tiles spilled to each block's slice of global scratch (LowerOptions::spill_to_global) on a target too small for
