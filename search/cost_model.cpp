@@ -1,6 +1,6 @@
 // Turns each kernel's work (kernel_work.cpp) into time: occupancy from threads, shared memory and registers;
 // waves; per wave the slowest of DRAM, L2, shared-memory fill and compute on the busiest SM; barrier latency
-// per wave; one launch per kernel. docs/cost-model.md derives each step.
+// per wave; load latency per wave and unpipelined iteration; one launch per kernel. docs/cost-model.md derives each step.
 #include "search/cost_model.h"
 
 #include <algorithm>
@@ -96,7 +96,12 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
   const int64_t resident = std::min(k.blocks_per_sm, ceil_div(k.blocks, t.execution.sms));
   k.barrier_us = static_cast<double>(k.waves * k.barriers_per_block) * t.cost.barrier_ns * 1e-3 /
                  static_cast<double>(resident);
-  k.time_us = throughput_s * 1e6 + k.barrier_us + k.launch_us;
+  // Loads are latency too: a block of an unpipelined loop waits for each iteration's, of a pipelined one for the
+  // first only. Counted for one block's chain: blocks of later waves overlap earlier ones' waits (docs/cost-model.md,
+  // "Load latency"; the constant is measured per target).
+  k.stages = targets::pipeline_stages(t, k.blocks, k.threads, k.smem_bytes, k.stage_bytes, k.loop);
+  k.latency_us = static_cast<double>(k.stages > 1 || k.library ? 1 : k.loop) * t.cost.iteration_latency_us;
+  k.time_us = throughput_s * 1e6 + k.barrier_us + k.latency_us + k.launch_us;
   return k;
 }
 
@@ -132,8 +137,10 @@ std::string Cost::str() const {
              k.smem_fill_bytes * 1e-6);
     s += fmt("   tensor %.4f GFLOP, vector %.4f GFLOP; ", k.tensor_flops * 1e-9, k.vector_flops * 1e-9) +
          std::to_string(k.barriers_per_block) + " barriers/block\n";
-    s += fmt("   time %.3f us = max per wave of (memory %.3f, compute %.3f) + barriers %.3f + launch %.3f\n",
-             k.time_us, k.memory_us, k.compute_us, k.barrier_us, k.launch_us);
+    s += fmt("   time %.3f us = max per wave of (memory %.3f, compute %.3f) + barriers %.3f + load latency %.3f",
+             k.time_us, k.memory_us, k.compute_us, k.barrier_us, k.latency_us) +
+         fmt(" + launch %.3f\n", k.launch_us) +
+         (k.stages > 1 ? "   loads pipelined, " + std::to_string(k.stages) + " buffers\n" : "");
   }
   return s;
 }

@@ -26,6 +26,9 @@ struct KernelCost {
   int64_t regs_per_thread = 0;  // estimated
   int64_t blocks_per_sm = 0;    // resident blocks per SM; 0 when the kernel cannot run (see `infeasible`)
   int64_t waves = 0;
+  int64_t stage_bytes = 0;  // shared memory of the loop's loads (one buffer): what software pipelining doubles
+  int64_t stages = 1;       // buffers those loads get (targets::pipeline_stages, the lowering's rule)
+  bool library = false;     // a predefined op, priced as a library kernel (its loads always pipelined)
   // Traffic and work, totals over the kernel.
   double dram_read_bytes = 0;
   double dram_write_bytes = 0;
@@ -34,10 +37,11 @@ struct KernelCost {
   double tensor_flops = 0;     // executed on matrix instructions, padded to their shapes
   double vector_flops = 0;
   int64_t barriers_per_block = 0;
-  // Time, microseconds. time_us = waves' throughput time + barrier latency + launch.
+  // Time, microseconds. time_us = waves' throughput time + barrier and load latency + launch.
   double memory_us = 0;   // DRAM, L2 and shared-memory fill: the slowest, summed over waves
   double compute_us = 0;  // tensor + vector on the busiest SM, summed over waves
   double barrier_us = 0;
+  double latency_us = 0;  // waiting for loads: each iteration of an unpipelined loop, the prologue of a pipelined one
   double launch_us = 0;
   double time_us = 0;
   std::string infeasible;  // why the kernel cannot launch on this target; empty when it can

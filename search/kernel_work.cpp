@@ -187,6 +187,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
       k.l2_reread_bytes += total - dram;
       k.smem_fill_bytes += per_block;
       smem += bytes_of(tile);
+      if (nd.attrs.fmap != kPhi) k.stage_bytes += static_cast<int64_t>(bytes_of(tile));
       depth[r] = 1;
       loop_depth = std::max<int64_t>(loop_depth, 1);
       continue;
@@ -225,6 +226,7 @@ Work predefined_work(const Graph& g, const Node& n, const targets::Target& t) {
   const auto out = result_types(g, n);
   // A predefined op stands for a library-quality kernel: each operand comes from DRAM once and each result
   // goes back once; re-reads between its tiles are assumed absorbed on chip (docs: "Predefined ops").
+  k.library = true;
   for (const auto& x : in) k.dram_read_bytes += bytes_of(x);
   for (const auto& y : out) k.dram_write_bytes += bytes_of(y);
   add_flops(w, op_flops(n.op, in, out, t), 1);
@@ -243,6 +245,7 @@ Work predefined_work(const Graph& g, const Node& n, const targets::Target& t) {
       k.smem_bytes = (tm * tk + tk * tn) * elem +
                      2 * tm * tn * ir::dtype_bytes(kComputeType);  // tiles, product, accumulator
       k.smem_fill_bytes = static_cast<double>((tm + tn) * kk * elem);
+      k.stage_bytes = (tm * tk + tk * tn) * elem;
       k.barriers_per_block = 2 * k.loop + 1;  // load level, multiply-accumulate level; the epilogue's store
       acc_elems = tm * tn;
       break;
@@ -257,6 +260,7 @@ Work predefined_work(const Graph& g, const Node& n, const targets::Target& t) {
       k.loop = ceil_div(extent, chunk);
       k.smem_bytes = chunk * (elem + ir::dtype_bytes(kComputeType));
       k.smem_fill_bytes = static_cast<double>(extent * elem);
+      k.stage_bytes = chunk * elem;
       // Dependent stages per chunk: reduce = load, combine; rms_norm adds the scale; softmax max, exp-sum,
       // divide.
       const OpKind kind = ir::op_info(n.op).kind;

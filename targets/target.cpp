@@ -136,6 +136,7 @@ const KeySpec<Target> kCostKeys[] = {
     MG_KEY(cost, l2_bandwidth_gbps, required, positive, NoChoices()),
     MG_KEY(cost, smem_bandwidth_gbps_per_sm, required, positive, NoChoices()),
     MG_KEY(cost, dram_short_run_efficiency, required, fraction, NoChoices()),
+    MG_KEY(cost, iteration_latency_us, required, non_negative, NoChoices()),
 };
 const KeySpec<MatrixInstr> kMatrixKeys[] = {
     MG_MATRIX_KEY(op, required, any, NoChoices()),
@@ -664,6 +665,24 @@ int64_t resident_blocks_per_sm(const Target& t, int64_t threads, int64_t smem_by
   const int64_t by_smem = t.memory.smem_per_sm / (smem_bytes + t.memory.smem_reserved_per_block);
   const int64_t by_regs = regs_per_thread > 0 ? t.registers.regs_per_sm / (regs_per_thread * occupied) : by_threads;
   return std::min({ex.max_blocks_per_sm, by_threads, by_smem, by_regs});
+}
+
+int64_t busy_blocks_per_sm(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes) {
+  const int64_t sms = t.execution.sms;
+  return std::min(resident_blocks_per_sm(t, threads, smem_bytes, 0), (blocks + sms - 1) / sms);
+}
+
+int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t stage_bytes,
+                        int64_t loop) {
+  // Four buffers keep three iterations' copies in flight; more bought nothing in the kernels measured so far.
+  constexpr int64_t kMaxStages = 4;
+  if (!t.async.cp_async || loop < 2 || stage_bytes <= 0) return 1;
+  const int64_t busy = busy_blocks_per_sm(t, blocks, threads, smem_bytes);
+  for (int64_t stages = std::min(kMaxStages, loop); stages >= 2; --stages) {
+    const int64_t smem = smem_bytes + (stages - 1) * stage_bytes;
+    if (smem <= block_smem_limit(t) && busy_blocks_per_sm(t, blocks, threads, smem) >= busy) return stages;
+  }
+  return 1;
 }
 
 Target load_target(const fs::path& file) {

@@ -104,6 +104,7 @@ struct Cost {
   double l2_bandwidth_gbps = 0;   // device-wide
   double smem_bandwidth_gbps_per_sm = 0;
   double dram_short_run_efficiency = 0;  // DRAM efficiency of a tile row that is one sector of its operand's row
+  double iteration_latency_us = 0;  // what a for-loop iteration whose loads are not pipelined waits for them
 };
 
 struct Target {
@@ -130,6 +131,18 @@ int64_t block_smem_limit(const Target& t);
 // limits; threads count in whole warps. 0 when one block exceeds a per-block limit. The one occupancy rule: the
 // search's cost model and the lowering's pipelining decision both use it.
 int64_t resident_blocks_per_sm(const Target& t, int64_t threads, int64_t smem_bytes, int64_t regs_per_thread);
+
+// Blocks of a kernel of `blocks` blocks that one SM runs at once: resident_blocks_per_sm, but no more than the grid
+// gives each SM.
+int64_t busy_blocks_per_sm(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes);
+
+// Buffers a for-loop's asynchronous loads get (software pipelining, docs/lowering.md): the most, up to 4 and up to
+// the loop's iterations, for which the block's shared memory (`smem_bytes` with one buffer, plus `stage_bytes` per
+// extra buffer) fits and costs no busy block; 1 (not pipelined) when not even two do, when the target has no
+// asynchronous copies or the loop runs once. The one pipelining rule: the lowering applies it, the cost model
+// prices it.
+int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t stage_bytes,
+                        int64_t loop);
 
 // Loads, merges (see `base`) and validates one target file. Throws morgana::UserError with file:line:column
 // of the offending key or value; when the fault lies in a base file, the location points into that file.

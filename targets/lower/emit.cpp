@@ -233,11 +233,13 @@ class Emitter {
         line(in + std::string(d_.barrier), origin);
         return;
       case StmtKind::Load: {
-        // A Load ahead fills the next iteration's buffer, when there is a next iteration.
+        // A Load ahead fills a later iteration's buffer, when there is that iteration (in the prologue, iteration
+        // `ahead` of a loop that has it: the pipeline's stages never outnumber the iterations).
         const std::string saved = iter_;
-        if (s.ahead) iter_ = "(it + " + std::to_string(s.ahead) + ")";
+        const bool in_loop = iter_ != "0";
+        if (s.ahead) iter_ = in_loop ? "(it + " + std::to_string(s.ahead) + ")" : std::to_string(s.ahead);
         std::string at = placement(s, mask);
-        line(in + (s.ahead ? "if (" + iter_ + " < " + std::to_string(k.loop) + ") " : std::string()) + "mg::load<" +
+        line(in + (s.ahead && in_loop ? "if (" + iter_ + " < " + std::to_string(k.loop) + ") " : std::string()) + "mg::load<" +
                  S(s.dst) + ", " + global_type(s.tensor) + ", " + mask + ", " + std::to_string(s.vector_bytes) +
                  ", " + (!s.async ? "mg::copy_sync" : s.batch ? "mg::copy_async_batch" : "mg::copy_async") + ">(" +
                  t(s.dst) + ", " + tensor_ref(s.tensor) + ", " + at + ", " + float_literal(s.pad) + ");",

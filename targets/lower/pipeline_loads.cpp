@@ -1,17 +1,19 @@
 // Pass 3b of the lowering: software pipelining of a block's for-loop (docs/lowering.md, "The thread level").
 //
 // Without it every iteration loads its tiles, waits for them, then computes: the copies of a block never overlap its
-// math, and the DRAM sits idle while it computes. With it, loads that can use 16-byte asynchronous copies get two
-// buffers (Tile::stages): the prologue issues iteration 0's copies into buffer 0 and closes them as one batch
-// (AsyncWait); each iteration first issues the next iteration's copies into the other buffer (Load::ahead = 1),
-// closes that batch and waits for all but it (AsyncWait with one batch pending), and the barrier that
-// insert_barriers places before the first reader publishes them. The closing barrier of the body keeps the next
-// iteration's copies from overwriting a buffer this one still reads.
+// math, and the DRAM sits idle while it computes. With it, loads that can use 16-byte asynchronous copies get 2 to 4
+// buffers (Tile::stages): the prologue issues the copies of iterations 0 .. stages-2, each batch closed by an
+// AsyncWait that waits for nothing yet; each iteration first issues the copies of iteration it+stages-1 into the
+// buffer iteration it-1 used (Load::ahead), closes that batch and waits for all but the stages-1 newest
+// (AsyncWait::pending), so its own batch has landed; the barrier that insert_barriers places before the first reader
+// publishes it. The closing barrier of the body keeps a prefetch off a buffer still being read. The most stages that
+// fit without costing the SM a block it would run (busy_blocks_per_sm) are taken.
 //
-// Where the second buffers would cost resident blocks (and in the prologue), the section's asynchronous loads are at
-// least batched: moved to its start and closed by one AsyncWait, so that a block waits for one DRAM round trip per
-// iteration instead of one per load, behind one barrier. Also only when it costs no resident block (a load moved up
-// is live longer).
+// Where not even two buffers are free (and in the prologue), a section's asynchronous loads are at least batched:
+// moved to its start and closed by one AsyncWait, so that a block waits for one DRAM round trip per iteration instead
+// of one per load, behind one barrier. Also only when it costs no block (a load moved up is live longer).
+#include <algorithm>
+
 #include "targets/lower/lower.h"
 #include "targets/lower/passes.h"
 
@@ -42,51 +44,76 @@ bool batch_loads(std::vector<Stmt>& list, const Kernel& k, const LoweredProgram&
 
 int64_t threads(const Kernel& k) { return k.block[0] * k.block[1] * k.block[2]; }
 
-// Shared memory after the change must fit, and must not cost resident blocks: a second block on the SM overlaps its
-// loads with this one's math as well as a second buffer or an earlier load does, and also its math with this one's
-// barriers (measured on the H100: doubling 64 KiB tiles took rmsnorm_linear_b8 from 87 to 161 us, gated_mlp from 76
-// to 127, at one block per SM instead of three). Registers are not known yet; both counts ignore them.
+// Shared memory after the change must fit, and must not cost blocks that would run at once: a second block on the SM
+// overlaps its loads with this one's math as well as a second buffer or an earlier load does, and also its math with
+// this one's barriers (measured on the H100: doubling 64 KiB tiles took rmsnorm_linear_b8 from 87 to 161 us,
+// gated_mlp from 76 to 127, at one block per SM instead of the two or three its grid gave each). Residency beyond the
+// grid's blocks per SM is worth nothing. Registers are not known yet; both counts ignore them.
 bool costs_nothing(Kernel& before, Kernel& after, const targets::Target& target) {
   const int64_t one = assign_offsets(before), two = assign_offsets(after);
-  auto resident = [&](int64_t smem) { return targets::resident_blocks_per_sm(target, threads(before), smem, 0); };
-  return two <= shared_memory_limit(target) && resident(two) >= resident(one);
+  const int64_t blocks = before.grid[0] * before.grid[1] * before.grid[2];
+  return two <= shared_memory_limit(target) && targets::busy_blocks_per_sm(target, blocks, threads(after), two) >=
+                                                   targets::busy_blocks_per_sm(target, blocks, threads(before), one);
 }
 
-bool pipeline(Kernel& k, const LoweredProgram& p, const targets::Target& target) {
+// `stages` buffers per asynchronous body load: the prologue issues iterations 0 .. stages-2, each iteration the one
+// stages-1 ahead, each as a batch closed by an AsyncWait that waits for all but the stages-1 newest batches.
+Kernel staged_copy(const Kernel& k, const LoweredProgram& p, int64_t stages) {
   Kernel staged = k;
-  std::vector<Stmt> prefetch, rest;
+  std::vector<Stmt> loads, rest;
   for (const Stmt& s : staged.body) {
-    if (asynchronous(s, staged, p)) {
-      staged.tiles[static_cast<size_t>(s.dst)].stages = 2;
-      staged.prologue.push_back(s);  // iteration 0, buffer 0
-      staged.prologue.back().batch = true;
-      prefetch.push_back(s);
-      prefetch.back().ahead = 1;
-      prefetch.back().batch = true;
-    } else {
+    if (!asynchronous(s, staged, p)) {
       rest.push_back(s);
+      continue;
     }
+    staged.tiles[static_cast<size_t>(s.dst)].stages = stages;
+    loads.push_back(s);
+    loads.back().batch = true;
   }
-  if (prefetch.empty()) return false;
-  // Each AsyncWait closes the batch of copies issued since the last one and waits for all but the newest batch:
-  // in the prologue nothing (iteration 0's batch is the newest), in iteration i the batch of iteration i.
   Stmt wait;
   wait.kind = StmtKind::AsyncWait;
-  wait.pending = 1;
-  wait.from = prefetch.front().from;
-  staged.prologue.push_back(wait);
+  wait.from = loads.front().from;
+  for (int64_t ahead = 0; ahead + 1 < stages; ++ahead) {
+    for (Stmt s : loads) {
+      s.ahead = ahead;
+      staged.prologue.push_back(s);
+    }
+    wait.pending = ahead + 1;  // closes the batch; nothing to wait for yet
+    staged.prologue.push_back(wait);
+  }
   // A barrier closing the prologue: otherwise insert_barriers, which judges the body against what the prologue left
   // pending, would put one at the top of every iteration (the first buffer's writes look like the second's).
   Stmt barrier;
   barrier.kind = StmtKind::Barrier;
   barrier.from = wait.from;
   staged.prologue.push_back(barrier);
-  prefetch.push_back(wait);
-  prefetch.insert(prefetch.end(), rest.begin(), rest.end());
-  staged.body = std::move(prefetch);
-  if (!costs_nothing(k, staged, target)) return false;
-  k = std::move(staged);
-  return true;
+  staged.body.clear();
+  for (Stmt s : loads) {
+    s.ahead = stages - 1;
+    staged.body.push_back(s);
+  }
+  wait.pending = stages - 1;  // this iteration's batch is complete after the wait
+  staged.body.push_back(wait);
+  staged.body.insert(staged.body.end(), rest.begin(), rest.end());
+  return staged;
+}
+
+// The buffers targets::pipeline_stages gives (the rule the cost model prices), fewer if the exact plan of the staged
+// kernel needs more shared memory than its estimate; false when not even two buffers are free.
+bool pipeline(Kernel& k, const LoweredProgram& p, const targets::Target& target) {
+  int64_t stage_bytes = 0;
+  for (const Stmt& s : k.body)
+    if (asynchronous(s, k, p)) stage_bytes += k.tiles[static_cast<size_t>(s.dst)].bytes();
+  const int64_t blocks = k.grid[0] * k.grid[1] * k.grid[2];
+  for (int64_t stages = targets::pipeline_stages(target, blocks, threads(k), assign_offsets(k), stage_bytes, k.loop);
+       stages >= 2; --stages) {
+    Kernel staged = staged_copy(k, p, stages);
+    if (costs_nothing(k, staged, target)) {
+      k = std::move(staged);
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace

@@ -68,7 +68,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) ref_k0_S(const mg::f16* __r
 //   S: output f16[4,32]
 //   workspace: workspace 1024 bytes
 // Kernels, in launch order:
-//   cand_k0_M grid [4,1,1] block [32,1,1] shared 144 B  node 'M,L' (tests/verify/catalogue/true/07_online_softmax.mg:9:10)
+//   cand_k0_M grid [4,1,1] block [32,1,1] shared 176 B  node 'M,L' (tests/verify/catalogue/true/07_online_softmax.mg:9:10)
 //   cand_k1_D grid [1,1,1] block [128,1,1] shared 784 B  node 'D' (tests/verify/catalogue/true/07_online_softmax.mg:20:7)
 //   cand_k2_E grid [1,1,1] block [128,1,1] shared 768 B  node 'E' (tests/verify/catalogue/true/07_online_softmax.mg:21:7)
 //   cand_k3_S grid [1,1,1] block [128,1,1] shared 784 B  node 'S' (tests/verify/catalogue/true/07_online_softmax.mg:22:7)
@@ -113,41 +113,47 @@ extern "C" __global__ void __launch_bounds__(128, 1) ref_k0_S(const mg::f16* __r
 
 // ---- kernel 0: node 'M,L' (tests/verify/catalogue/true/07_online_softmax.mg:9:10)
 // M, L = block(X) grid=[4,1,1] threads=32 loop=4
-// grid [4,1,1], 32 threads, 144 bytes of shared memory, loop of 4
+// grid [4,1,1], 32 threads, 176 bytes of shared memory, loop of 4
 extern "C" __global__ void __launch_bounds__(32, 1) cand_k0_M(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   const long long bx = blockIdx.x;
   mg::f16* const g_M = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[4,1]
   mg::f16* const g_L = reinterpret_cast<mg::f16*>(p_workspace + 256);  // f16[4,1]
   using S_x = mg::Shape<1, 1, 1, 8>;
-  mg::f16* const t_x_buffers = reinterpret_cast<mg::f16*>(mg_smem + 0);  // f16[1,8], 2 buffers (pipelined loads)
+  mg::f16* const t_x_buffers = reinterpret_cast<mg::f16*>(mg_smem + 0);  // f16[1,8], 4 buffers (pipelined loads)
   using S_m = mg::Shape<1, 1, 1, 1>;
-  float* const t_m = reinterpret_cast<float*>(mg_smem + 112);  // f32[1,1]
+  float* const t_m = reinterpret_cast<float*>(mg_smem + 144);  // f32[1,1]
   using S_d = mg::Shape<1, 1, 1, 8>;
-  float* const t_d = reinterpret_cast<float*>(mg_smem + 32);  // f32[1,8]
+  float* const t_d = reinterpret_cast<float*>(mg_smem + 64);  // f32[1,8]
   using S_e = mg::Shape<1, 1, 1, 8>;
-  float* const t_e = reinterpret_cast<float*>(mg_smem + 32);  // f32[1,8]
+  float* const t_e = reinterpret_cast<float*>(mg_smem + 64);  // f32[1,8]
   using S_l = mg::Shape<1, 1, 1, 1>;
-  float* const t_l = reinterpret_cast<float*>(mg_smem + 128);  // f32[1,1]
+  float* const t_l = reinterpret_cast<float*>(mg_smem + 160);  // f32[1,1]
   using S_Mx = mg::Shape<1, 1, 1, 1>;
-  float* const t_Mx = reinterpret_cast<float*>(mg_smem + 64);  // f32[1,1]
+  float* const t_Mx = reinterpret_cast<float*>(mg_smem + 96);  // f32[1,1]
   using S_La = mg::Shape<1, 1, 1, 1>;
-  float* const t_La = reinterpret_cast<float*>(mg_smem + 80);  // f32[1,1]
+  float* const t_La = reinterpret_cast<float*>(mg_smem + 112);  // f32[1,1]
   using S_La_max = mg::Shape<1, 1, 1, 1>;
-  float* const t_La_max = reinterpret_cast<float*>(mg_smem + 96);  // f32[1,1]
+  float* const t_La_max = reinterpret_cast<float*>(mg_smem + 128);  // f32[1,1]
   // x = iter(X, imap=[0,-,-], fmap=1)  [tests/verify/catalogue/true/07_online_softmax.mg:10:9]
   mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async_batch>(t_x_buffers, p_X, 0, 0, bx, 0, 0.0f);
   mg::async_wait<1>();
   __syncthreads();
+  mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async_batch>((t_x_buffers + 1 % 4 * 8), p_X, 0, 0, bx, 1 * 8, 0.0f);
+  mg::async_wait<2>();
+  __syncthreads();
+  mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async_batch>((t_x_buffers + 2 % 4 * 8), p_X, 0, 0, bx, 2 * 8, 0.0f);
+  mg::async_wait<3>();
+  __syncthreads();
   for (long long it = 0; it < 4; ++it) {
-    if ((it + 1) < 4) mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async_batch>((t_x_buffers + (it + 1) % 2 * 8), p_X, 0, 0, bx, (it + 1) * 8, 0.0f);
-    mg::async_wait<1>();
+    if ((it + 3) < 4) mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async_batch>((t_x_buffers + (it + 3) % 4 * 8), p_X, 0, 0, bx, (it + 3) * 8, 0.0f);
+    mg::async_wait<3>();
     __syncthreads();
     // m = reduce_max(x, dim=1)  [tests/verify/catalogue/true/07_online_softmax.mg:11:9]
-    mg::reduce_max<S_x, S_m, 3, 1, false>(t_m, (t_x_buffers + it % 2 * 8));
+    mg::reduce_max<S_x, S_m, 3, 1, false>(t_m, (t_x_buffers + it % 4 * 8));
     __syncthreads();
     // d = sub(x, m)  [tests/verify/catalogue/true/07_online_softmax.mg:12:9]
-    mg::binary<S_d, S_x, S_m>(t_d, (t_x_buffers + it % 2 * 8), t_m, [](float x, float y) { return x - y; });
+    mg::binary<S_d, S_x, S_m>(t_d, (t_x_buffers + it % 4 * 8), t_m, [](float x, float y) { return x - y; });
     __syncthreads();
     // e = exp(d)  [tests/verify/catalogue/true/07_online_softmax.mg:13:9]
     mg::unary<S_e>(t_e, t_d, [](float x) { return expf(x); });
