@@ -1,4 +1,4 @@
-// Pass 6 of the lowering, the first decisions of the thread level (docs/lowering.md, "The thread level"): which
+// Pass 5 of the lowering, the first decisions of the thread level (docs/lowering.md, "The thread level"): which
 // hardware instruction implements a statement. Everything here is read from the target file and the kernel IR's
 // compile-time facts (shapes, strides, origin coefficients); nothing names a GPU.
 //   - Matmul: a matrix instruction of the target's [[matrix]] table, run by whole warps on tiles in shared memory,

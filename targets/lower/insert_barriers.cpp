@@ -1,4 +1,4 @@
-// Pass 5 of the lowering: barriers. Every statement is executed by all threads of the block, each thread taking
+// Pass 7 of the lowering: barriers. Every statement is executed by all threads of the block, each thread taking
 // its own elements, so a statement that reads tile memory another statement wrote (or writes memory another one
 // read or wrote) since the last barrier must wait for it (a barrier orders the block's shared and global memory). Hazards are judged on the byte ranges the plan gave the
 // tiles, so space reuse is covered too. A statement's own reads and writes never conflict: a tile library takes

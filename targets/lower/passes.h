@@ -46,11 +46,11 @@ int64_t assign_offsets(Kernel& k, Space space = Space::shared);
 // or with `spill`, moving the largest tiles live at the peak to global scratch until the rest fits.
 void plan_shared_memory(Kernel& k, const targets::Target& target, bool spill);
 
-// Pass 5: a barrier before each statement that reads shared memory written, or writes shared memory touched, since
+// Pass 7: a barrier before each statement that reads shared memory written, or writes shared memory touched, since
 // the last barrier, and at the end of a loop body that runs more than once.
 void insert_barriers(Kernel& k);
 
-// Pass 6, the thread level's instruction choices: for each matmul the target's matrix instruction (one of
+// Pass 5, the thread level's instruction choices: for each matmul the target's matrix instruction (one of
 // `matrix_ops`, with lane layouts, scope of one warp, operand types and N, K multiples of its shape, operands in
 // shared memory, whole warps per block), for each load and store the widest global access (16, 8 or 4 bytes) whose
 // alignment the tensor's strides, the tile's shape and the origin's coefficients prove, and cp.async for 16-byte
@@ -66,7 +66,7 @@ struct MatmulTiling {
 };
 MatmulTiling matmul_tiling(const Stmt& s, const Kernel& k, const targets::Target& target);
 
-// Pass 6b (registers.cpp): a matmul on a matrix instruction whose result can live in registers writes a register
+// Pass 6 (registers.cpp): a matmul on a matrix instruction whose result can live in registers writes a register
 // tile (Space::registers) instead of its shared one, and a Publish stores it there where it is first needed: the
 // accumulator of a for-loop (accumulating across iterations without shared-memory traffic, published at the start
 // of the epilogue), or any matmul whose tasks leave warps idle (they split K). Accumulators may take a quarter of

@@ -1,4 +1,4 @@
-// Pass 6b of the lowering: matmul results kept in registers (docs/lowering.md, "The thread level").
+// Pass 6 of the lowering: matmul results kept in registers (docs/lowering.md, "The thread level").
 //
 // A matmul on a matrix instruction computes each warp task's output in the instruction's C fragments, in registers.
 // Written to a shared tile after every call, an accumulating matmul in the for-loop reads its accumulators back from
