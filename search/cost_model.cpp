@@ -1,6 +1,7 @@
 // Turns each kernel's work (kernel_work.cpp) into time: occupancy from threads, shared memory and registers;
 // waves; per wave the slowest of DRAM, L2, shared-memory fill and compute on the busiest SM; barrier latency
-// per wave; load latency per wave and unpipelined iteration; one launch per kernel. docs/cost-model.md derives each step.
+// per wave; load latency of one block's chain (each iteration unless the loop is pipelined); one launch per kernel.
+// docs/cost-model.md derives each step.
 #include "search/cost_model.h"
 
 #include <algorithm>
