@@ -10,6 +10,7 @@
 //   - Load and Store: the widest global access of 16, 8 or 4 bytes whose alignment is proven for every block and
 //     iteration; loads of 16 bytes into shared memory go through cp.async where the target has it.
 #include <algorithm>
+#include <bit>
 
 #include "targets/lower/passes.h"
 
@@ -69,6 +70,32 @@ int choose_atom(const Stmt& s, const Kernel& k, const targets::Target& t, const 
   return -1;
 }
 
+// Whether tile t can be swizzled: 16-bit in shared memory, rows of a power of two of 16-byte chunks (at least two),
+// written only by 16-byte loads and read only as a matrix instruction's operand (ldmatrix); rows per batch a
+// multiple of the swizzle's period of 8 when the tile has batches (each batch is addressed from its own start).
+bool swizzlable(const Kernel& k, int t) {
+  const Tile& tile = k.tiles[static_cast<size_t>(t)];
+  if (tile.space != Space::shared || !is_16_bit(tile.dtype) || tile.shape.size() < 2) return false;
+  const int64_t chunks = tile.shape.back() * 2 / 16;
+  if (tile.shape.back() * 2 % 16 != 0 || chunks < 2 || !std::has_single_bit(static_cast<uint64_t>(chunks)))
+    return false;
+  int64_t batches = 1;
+  for (size_t d = 0; d + 2 < tile.shape.size(); ++d) batches *= tile.shape[d];
+  if (batches > 1 && tile.shape[tile.shape.size() - 2] % 8 != 0) return false;
+  bool read = false;
+  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
+    for (const Stmt& s : *list) {
+      for (int w : stmt_writes(s))
+        if (w == t && !(s.kind == StmtKind::Load && s.vector_bytes == 16)) return false;
+      for (int r : stmt_reads(s)) {
+        if (r != t) continue;
+        if (s.kind != StmtKind::Matmul || s.atom < 0 || r == s.dst) return false;
+        read = true;
+      }
+    }
+  return read;
+}
+
 }  // namespace
 
 void choose_instructions(Kernel& k, const LoweredProgram& p, const targets::Target& target,
@@ -91,6 +118,7 @@ void choose_instructions(Kernel& k, const LoweredProgram& p, const targets::Targ
       s.async = s.kind == StmtKind::Load && s.vector_bytes == 16 && tile.space == Space::shared &&
                 target.async.cp_async;
     }
+  for (size_t t = 0; t < k.tiles.size(); ++t) k.tiles[t].swizzled = swizzlable(k, static_cast<int>(t));
 }
 
 }  // namespace morgana::lower

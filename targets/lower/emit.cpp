@@ -125,6 +125,9 @@ class Emitter {
       for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
         for (const Stmt& s : *list)
           if (s.atom >= 0) used[static_cast<size_t>(s.atom)] = true;
+    for (const Kernel& k : p_.kernels)
+      for (const Tile& tile : k.tiles)
+        if (tile.space == Space::registers) used[static_cast<size_t>(tile.layout.atom)] = true;
     const std::string fn = std::string(d_.host_device) + " static constexpr int ";
     for (size_t i = 0; i < used.size(); ++i) {
       if (!used[i]) continue;
@@ -160,6 +163,7 @@ class Emitter {
   // body, 0 in the prologue, the next iteration for a Load ahead).
   std::string tile_ref(const Kernel& k, int t) const {
     const Tile& tile = k.tiles[static_cast<size_t>(t)];
+    if (tile.space == Space::registers) return "r_" + tile.name;
     if (tile.stages == 1) return "t_" + tile.name;
     if (iter_ == "0") return "t_" + tile.name + "_buffers";
     return "(t_" + tile.name + "_buffers + " + iter_ + " % " + std::to_string(tile.stages) + " * " +
@@ -228,6 +232,14 @@ class Emitter {
     auto t = [&](int i) { return tile_ref(k, i); };
     auto S = [&](int i) { return shape_ref(k, i); };
     std::string mask;
+    // A swizzled tile's layout is known only to loads and the matrix instructions' operand loads.
+    for (int x : stmt_reads(s))
+      MG_CHECK(s.kind == StmtKind::Matmul || !k.tiles[static_cast<size_t>(x)].swizzled,
+               "emit: statement reads swizzled tile '" + k.tiles[static_cast<size_t>(x)].name + "'");
+    for (int x : stmt_writes(s))
+      MG_CHECK(s.kind == StmtKind::Load || !k.tiles[static_cast<size_t>(x)].swizzled,
+               "emit: statement writes swizzled tile '" + k.tiles[static_cast<size_t>(x)].name + "'");
+    if (in_registers(k, s)) return register_stmt(k, s, in);
     switch (s.kind) {
       case StmtKind::Barrier:
         line(in + std::string(d_.barrier), origin);
@@ -313,20 +325,71 @@ class Emitter {
     }
   }
 
-  // A register tile: the fragments of the matmul that writes it, tiled over the block's warps as lowering chose.
+  // A statement the tile library runs in a register layout (pass keep_rows_in_registers): one whose result is a
+  // register tile, other than a matmul (the tile's own mma), or a store of one.
+  static bool in_registers(const Kernel& k, const Stmt& s) {
+    auto regs = [&](int i) { return i >= 0 && k.tiles[static_cast<size_t>(i)].space == Space::registers; };
+    switch (s.kind) {
+      case StmtKind::Unary:
+      case StmtKind::Binary:
+      case StmtKind::Reduce:
+      case StmtKind::Accumulate: return regs(s.dst);
+      case StmtKind::Store: return regs(s.a);
+      default: return false;
+    }
+  }
+
+  void register_stmt(const Kernel& k, const Stmt& s, const std::string& in) {
+    const std::string origin = s.from.str();
+    // An operand: the register tile itself, or a view of a shared tile read at each element of the result.
+    auto x = [&](int i) {
+      const Tile& tile = k.tiles[static_cast<size_t>(i)];
+      return tile.space == Space::registers ? tile_ref(k, i) : "mg::smem<" + shape_ref(k, i) + ">(" + tile_ref(k, i) + ")";
+    };
+    const std::string dst = s.dst >= 0 ? tile_ref(k, s.dst) : std::string();
+    switch (s.kind) {
+      case StmtKind::Unary:
+        line(in + "mg::regs_unary(" + dst + ", " + x(s.a) + ", [](float x) { return " + scalar_expr(s) + "; });",
+             origin);
+        return;
+      case StmtKind::Binary:
+        line(in + "mg::regs_binary(" + dst + ", " + x(s.a) + ", " + x(s.b) + ", [](float x, float y) { return " +
+                 scalar_expr(s) + "; });",
+             origin);
+        return;
+      case StmtKind::Reduce:
+        line(in + "mg::regs_" + std::string(ir::op_name(s.op)) + "(" + dst + ", " + x(s.a) + ");", origin);
+        return;
+      case StmtKind::Accumulate:
+        if (s.op == ir::OpCode::acc_rescale_sum)
+          line(in + "mg::regs_acc_rescale_sum(" + dst + ", " + tile_ref(k, s.state) + ", " + x(s.a) + ", " + x(s.b) +
+                   ", it == 0);",
+               origin);
+        else
+          line(in + "mg::regs_" + std::string(ir::op_name(s.op)) + "(" + dst + ", " + x(s.a) + ", it == 0);", origin);
+        return;
+      case StmtKind::Store: {
+        std::string mask;
+        std::string at = placement(s, mask);
+        line(in + "mg::store_regs<" + global_type(s.tensor) + ", " + mask + ">(" + tensor_ref(s.tensor) + ", " +
+                 tile_ref(k, s.a) + ", " + at + ");",
+             origin);
+        return;
+      }
+      default: MG_CHECK(false, "emit: no register form of statement '" + std::string(stmt_name(s.kind)) + "'");
+    }
+  }
+
+  // A register tile: C fragments of a matrix instruction tiled over the block's warps as its layout says.
   void fragments(const Kernel& k, int tile, const std::string& in) {
     const Tile& t = k.tiles[static_cast<size_t>(tile)];
-    const Stmt* mm = nullptr;
-    for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
-      for (const Stmt& s : *list)
-        if (s.kind == StmtKind::Matmul && s.dst == tile) mm = &s;
-    MG_CHECK(mm && mm->atom >= 0, "emit: register tile '" + t.name + "' without a matrix instruction writing it");
+    const RegisterLayout& l = t.layout;
+    MG_CHECK(l.atom >= 0, "emit: register tile '" + t.name + "' without a matrix instruction's layout");
     const int64_t warps = k.block[0] / t_.execution.warp_size;
-    line(in + "mg::Fragments<" + atom_name(mm->atom) + ", S_" + t.name + ", " +
-             std::to_string(k.tiles[static_cast<size_t>(mm->a)].shape.back()) + ", " + std::to_string(mm->atoms_n) +
-             ", " + std::to_string(mm->k_split) + ", " + std::to_string(warps) + "> r_" + t.name + ";  // f32" +
-             dims_text(t.shape) + " in registers, " + std::to_string(mm->atoms_n) + " atoms per warp task" +
-             (mm->k_split > 1 ? ", K split over " + std::to_string(mm->k_split) + " warps" : ""),
+    line(in + "mg::Fragments<" + atom_name(l.atom) + ", S_" + t.name + ", " + std::to_string(l.atoms_n) + ", " +
+             std::to_string(l.k_split) + ", " + std::to_string(warps) + "> r_" + t.name + ";  // f32" +
+             dims_text(t.shape) + " in registers, " + std::to_string(l.atoms_n) + " atoms per warp task" +
+             (l.k_split > 1 ? ", K split over " + std::to_string(l.k_split) + " warps" : ""),
          t.from.str());
   }
 
@@ -389,7 +452,9 @@ class Emitter {
     for (size_t i = 0; i < k.tiles.size(); ++i) {
       const Tile& tile = k.tiles[i];
       const char* base = tile.space == Space::global ? "mg_scratch" : "mg_smem";
-      line(in + "using S_" + tile.name + " = mg::Shape<" + join(pad4(tile.shape, 1)) + ">;", tile.from.str());
+      line(in + "using S_" + tile.name + " = mg::" + (tile.swizzled ? "Swizzled" : "Shape") + "<" +
+               join(pad4(tile.shape, 1)) + ">;",
+           tile.from.str());
       if (tile.space == Space::registers) {
         fragments(k, static_cast<int>(i), in);
         continue;

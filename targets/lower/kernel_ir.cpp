@@ -159,9 +159,12 @@ std::string print(const LoweredProgram& p) {
              std::to_string(k.scratch_offset) + "\n";
     for (const Tile& t : k.tiles)
       out += "  tile " + t.name + " " + std::string(ir::dtype_name(t.dtype)) + list(t.shape) +
-             (t.space == Space::registers ? " in registers"
-              : (t.space == Space::global ? " scratch @" : " @") + std::to_string(t.offset)) +
-             (t.stages > 1 ? " stages " + std::to_string(t.stages) : "") + "\n";
+             (t.space == Space::registers
+                  ? " in registers of matrix instruction " + std::to_string(t.layout.atom + 1) + ", " +
+                        std::to_string(t.layout.atoms_n) + " atoms per warp task" +
+                        (t.layout.k_split > 1 ? ", K split " + std::to_string(t.layout.k_split) : "")
+                  : (t.space == Space::global ? " scratch @" : " @") + std::to_string(t.offset)) +
+             (t.stages > 1 ? " stages " + std::to_string(t.stages) : "") + (t.swizzled ? " swizzled" : "") + "\n";
     const std::pair<const char*, const std::vector<Stmt>*> sections[] = {
         {"prologue", &k.prologue}, {"body", &k.body}, {"epilogue", &k.epilogue}};
     for (const auto& [name, stmts] : sections) {

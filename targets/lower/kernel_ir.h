@@ -54,9 +54,21 @@ enum class Space : uint8_t {
   shared,  // the block's dynamic shared memory
   global,  // the block's own slice of a scratch region of the workspace: only for tiles that do not fit in
            // shared memory, when the caller allows spilling (LowerOptions::spill_to_global)
-  registers,  // the threads' registers, in the C fragments of the matrix instruction of the one Matmul that writes
-              // the tile (its Stmt::atom, atoms_n, k_split say which warp holds which element); only a Publish
-              // reads it. No offset, no barriers: each thread reads back only what it wrote.
+  registers,  // the threads' registers, in the C fragments of a matrix instruction tiled over the block's warps
+              // (Tile::layout says which thread holds which element). No offset, no barriers: every statement that
+              // touches a register tile works in its layout, so each thread reads back only what it wrote.
+};
+
+// Which thread holds which element of a register tile [.., M, N] (the tile library's mg::Fragments): the C fragments
+// of matrix instruction `atom`, a warp task being one batch's row block of the atom's m rows by atoms_n atoms along
+// N; the block's warps form teams of k_split, team w taking tasks w, w + teams, ... A tile of N == 1 (a row vector:
+// one value per row, as a row reduction gives) is held like a column of the C fragment, every lane and value of a
+// row holding that row's value. Tiles of one layout with whole rows per task (atoms_n * n == N, k_split 1) meet
+// in elementwise statements, row reductions and accumulators without any thread exchanging data.
+struct RegisterLayout {
+  int atom = -1;  // index into the target's [[matrix]] list
+  int64_t atoms_n = 1;
+  int64_t k_split = 1;
 };
 
 // A dense row-major array the block works on.
@@ -69,6 +81,11 @@ struct Tile {
   // Buffers the tile rotates through (pass pipeline_loads): the loop body works on buffer it % stages while the
   // load of a later iteration fills the next one. Buffer i starts at offset + i * stage_bytes().
   int64_t stages = 1;
+  RegisterLayout layout;  // Space::registers only
+  // A 16-bit shared tile written only by 16-byte loads and read only by matrix instructions' operand loads
+  // (ldmatrix) has the 16-byte chunks of each row permuted (pass choose_instructions; the tile library's
+  // mg::Swizzled says how), so that the 8 rows one ldmatrix matrix reads hit distinct banks.
+  bool swizzled = false;
   Origin from;
 
   int64_t numel() const;

@@ -98,6 +98,7 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
     pipeline_loads(k, p, target);
     plan_shared_memory(k, target, options.spill_to_global);
     choose_instructions(k, p, target, options.matrix_ops);
+    keep_rows_in_registers(k, target);
     keep_matmuls_in_registers(k, target);
     plan_shared_memory(k, target, options.spill_to_global);  // again: register tiles free shared memory
     insert_barriers(k);

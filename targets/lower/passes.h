@@ -66,6 +66,18 @@ struct MatmulTiling {
 };
 MatmulTiling matmul_tiling(const Stmt& s, const Kernel& k, const targets::Target& target);
 
+// Pass 6a (row_registers.cpp): chains over rows that warps own, in registers. A matmul on a matrix instruction whose
+// row blocks give every warp rows of its own computes whole rows per warp task into a register tile, and the
+// elementwise ops, last-dim row reductions, accumulators and matmuls (as A, when the C layout feeds A) that follow
+// it work on those registers too, as far as every reader of a tile can take it from registers and the tiles live
+// at once fit half a thread's registers. Their statements then run in the tile's layout: no shared memory, no
+// barriers.
+void keep_rows_in_registers(Kernel& k, const targets::Target& target);
+
+// Whether the C fragments of matrix instruction m, two atoms per K step, are A's fragments of the same lane under a
+// fixed renaming of values (the same for every lane), so a register tile can be a matmul's A without an exchange.
+bool c_fragments_feed_a(const targets::MatrixInstr& m, int64_t warp_size);
+
 // Pass 6 (registers.cpp): a matmul on a matrix instruction whose result can live in registers writes a register
 // tile (Space::registers) instead of its shared one, and a Publish stores it there where it is first needed: the
 // accumulator of a for-loop (accumulating across iterations without shared-memory traffic, published at the start

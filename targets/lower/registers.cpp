@@ -57,6 +57,7 @@ void keep_matmuls_in_registers(Kernel& k, const targets::Target& target) {
     for (size_t i = 0; i < list->size(); ++i) {
       Stmt& s = (*list)[i];
       if (s.kind != StmtKind::Matmul || s.atom < 0) continue;
+      if (k.tiles[static_cast<size_t>(s.dst)].space == Space::registers) continue;  // a row-owned tile already
       const MatmulTiling tiling = matmul_tiling(s, k, target);
       // Accumulators take at most a quarter of a thread's registers, leaving the rest to operands and addresses.
       if (tiling.registers * 4 > target.registers.max_regs_per_thread) continue;
@@ -77,6 +78,7 @@ void keep_matmuls_in_registers(Kernel& k, const targets::Target& target) {
       regs.offset = 0;
       regs.stages = 1;
       regs.dtype = ir::DType::f32;
+      regs.layout = {s.atom, tiling.atoms_n, tiling.k_split};
       Stmt publish;
       publish.kind = StmtKind::Publish;
       publish.dst = s.dst;

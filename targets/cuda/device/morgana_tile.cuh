@@ -111,7 +111,30 @@ template <int D0, int D1, int D2, int D3>
 struct Shape {
   static constexpr int d0 = D0, d1 = D1, d2 = D2, d3 = D3;
   static constexpr int size = D0 * D1 * D2 * D3;
+  static constexpr bool swizzled = false;
 };
+
+// A 16-bit tile in shared memory whose rows' 16-byte chunks are permuted (lowering's Tile::swizzled: written only by
+// 16-byte loads, read only by ldmatrix): chunk c of row r is stored at chunk c ^ ((r / group) % span), C the chunks
+// per row (a power of two), span = min(C, 8), group = 8 / span. The 8 rows an ldmatrix matrix reads then lie in 8
+// distinct 16-byte bank groups instead of one (rows of 128 or 256 bytes are otherwise 8-way bank conflicts).
+template <int D0, int D1, int D2, int D3>
+struct Swizzled : Shape<D0, D1, D2, D3> {
+  static constexpr bool swizzled = true;
+};
+
+// Where element e (row-major index) of a tile of shape S with 16-bit elements is stored.
+template <class S>
+__device__ __forceinline__ int stored_at(int e) {
+  if constexpr (!S::swizzled) {
+    return e;
+  } else {
+    constexpr int per = 8, chunks = S::d3 / per, span = chunks < 8 ? chunks : 8, group = 8 / span;
+    static_assert(S::d3 % per == 0 && (chunks & (chunks - 1)) == 0, "lowering swizzles rows of 2^k 16-byte chunks");
+    const int row = e / S::d3, c = e % S::d3 / per;
+    return row * S::d3 + (c ^ (row / group % span)) * per + e % per;
+  }
+}
 
 template <i64 N0, i64 N1, i64 N2, i64 N3, i64 S0, i64 S1, i64 S2, i64 S3>
 struct Global {
@@ -240,19 +263,21 @@ __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, 
       const int e = i * per;
       const Idx x = unflatten<S>(e);
       const i64 g0 = o0 + x.i0, g1 = o1 + x.i1, g2 = o2 + x.i2, g3 = o3 + x.i3;
+      T* to = dst + stored_at<S>(e);
       if (inside<G, MASK>(g0, g1, g2, g3)) {
         const T* from = src + g0 * G::s0 + g1 * G::s1 + g2 * G::s2 + g3;
         if constexpr (COPY != copy_sync)
-          cp_async_16(dst + e, from);
+          cp_async_16(to, from);
         else
-          *reinterpret_cast<V*>(dst + e) = *reinterpret_cast<const V*>(from);
+          *reinterpret_cast<V*>(to) = *reinterpret_cast<const V*>(from);
       } else {
         const T fill = from_f32<T>(pad);
-        for (int j = 0; j < per; ++j) dst[e + j] = fill;
+        for (int j = 0; j < per; ++j) to[j] = fill;
       }
     }
     if constexpr (COPY == copy_async) async_wait<0>();
   } else {
+    static_assert(!S::swizzled, "lowering swizzles only tiles written by 16-byte loads");
     const T fill = from_f32<T>(pad);
     for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
       const Idx x = unflatten<S>(e);
@@ -405,14 +430,16 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
 // The A fragment of rows m0.. and columns k0.. of a row-major [M, K] tile. Rows past M read row M-1 instead
 // (their results are never stored; A's rows are independent). An f32 tile (softmax probabilities feeding P·V)
 // is converted to the instruction's type in registers, element by element through the file's A layout.
-template <class Atom, int M, int K, class T, class TA>
+template <class Atom, class SA, class T, class TA>
 __device__ __forceinline__ void load_a(unsigned (&a)[4], const TA* tile, int m0, int k0, int lane) {
+  constexpr int M = SA::d2, K = SA::d3;
   if constexpr (sizeof(TA) == 2) {
     // Lanes 8j..8j+7 address the rows of matrix j: rows 0-7 and 8-15 of the atom, then the same at column 8.
     int row = m0 + lane % 8 + 8 * ((lane / 8) % 2);
     row = row < M ? row : M - 1;
-    ldmatrix_x4(a, tile + row * K + k0 + 8 * (lane / 16));
+    ldmatrix_x4(a, tile + stored_at<SA>(row * K + k0 + 8 * (lane / 16)));
   } else {
+    static_assert(!SA::swizzled, "lowering swizzles only 16-bit tiles");
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       unsigned h[2];
@@ -431,11 +458,13 @@ __device__ __forceinline__ void load_a(unsigned (&a)[4], const TA* tile, int m0,
 // The B fragment of rows k0.. and columns n0.. of a row-major [K, N] tile: ldmatrix.trans for 16-bit tiles (lanes
 // 0-15 address rows k0..k0+15 of the atom's 8 columns; lanes 16-31 repeat them), element by element through the
 // file's B layout, converted, for an f32 tile.
-template <class Atom, int N, class T, class TB>
+template <class Atom, class SB, class T, class TB>
 __device__ __forceinline__ void load_b(unsigned (&b)[2], const TB* tile, int k0, int n0, int lane) {
+  constexpr int N = SB::d3;
   if constexpr (sizeof(TB) == 2) {
-    ldmatrix_x2_trans(b, tile + (k0 + lane % 16) * N + n0);
+    ldmatrix_x2_trans(b, tile + stored_at<SB>((k0 + lane % 16) * N + n0));
   } else {
+    static_assert(!SB::swizzled, "lowering swizzles only 16-bit tiles");
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       unsigned h[2];
@@ -462,17 +491,23 @@ struct Type16<TA, float> {
   typedef TA type;
 };
 
-// How warps share a matmul on matrix instructions (lowering's choice, Stmt::atoms_n and Stmt::k_split): a task is one
-// row block of Atom::m rows by ATOMS_N atoms of Atom::n columns of one batch, so each A fragment serves ATOMS_N
-// atoms; the warps form WARPS / SPLIT teams, team w % teams taking tasks w, w + teams, ... and part w / teams of each
-// task's K steps. Warps past teams * SPLIT have no task.
-template <class Atom, class S, int K, int ATOMS_N, int SPLIT, int WARPS>
+// How warps share a matmul result on matrix instructions (lowering's choice, Stmt::atoms_n and Stmt::k_split; a
+// register tile's RegisterLayout): a task is one row block of Atom::m rows by ATOMS_N atoms of Atom::n columns of one
+// batch, so each A fragment serves ATOMS_N atoms; the warps form WARPS / SPLIT teams, team w % teams taking tasks
+// w, w + teams, ... and part w / teams of each task's K steps. Warps past teams * SPLIT have no task. A row vector
+// (N == 1, one value per row: a row reduction's result) is held like column 0 of a C fragment, one atom per task.
+template <class Atom, class S, int ATOMS_N, int SPLIT, int WARPS>
 struct WarpTiling {
   static constexpr int M = S::d2, N = S::d3;
-  static_assert(N % (Atom::n * ATOMS_N) == 0 && K % (Atom::k * SPLIT) == 0, "lowering chose the tiling for N and K");
-  static constexpr int row_blocks = (M + Atom::m - 1) / Atom::m, groups_n = N / (Atom::n * ATOMS_N);
+  static constexpr bool row_vector = N == 1;
+  static_assert(row_vector ? ATOMS_N == 1 && SPLIT == 1 : N % (Atom::n * ATOMS_N) == 0,
+                "lowering chose the tiling for N");
+  static constexpr int row_blocks = (M + Atom::m - 1) / Atom::m, groups_n = row_vector ? 1 : N / (Atom::n * ATOMS_N);
   static constexpr int tasks = S::d0 * S::d1 * row_blocks * groups_n, teams = WARPS / SPLIT;
-  static constexpr int per_warp = (tasks + teams - 1) / teams, k_steps = K / Atom::k / SPLIT;
+  static constexpr int per_warp = (tasks + teams - 1) / teams;
+  // Whether a warp's i-th task exists. Always, when the teams divide the tasks: said at compile time, so that the
+  // compiler sees every register tile rewritten whole in each iteration instead of carried across the loop.
+  __device__ __forceinline__ static bool has(int task) { return tasks % teams == 0 || task < tasks; }
 };
 
 // acc[j] (+)= the task's product over K steps [k_first, k_first + k_steps) for atom j of the task: ATOMS_N
@@ -492,23 +527,39 @@ __device__ __forceinline__ void mma_task(float (&acc)[ATOMS_N][Atom::c_values], 
   for (int step = k_first; step < k_first + k_steps; ++step) {
     const int k0 = step * Atom::k;
     unsigned fa[4];
-    load_a<Atom, M, K, T>(fa, pa, m0, k0, lane);
+    load_a<Atom, SA, T>(fa, pa, m0, k0, lane);
 #pragma unroll
     for (int j = 0; j < ATOMS_N; ++j) {
       unsigned fb[2];
-      load_b<Atom, N, T>(fb, pb, k0, n0 + j * Atom::n, lane);
+      load_b<Atom, SB, T>(fb, pb, k0, n0 + j * Atom::n, lane);
       mma_16816<T>(acc[j], fa, fb);
     }
   }
 }
 
-// Element (row, col) of the task's [M, N] batch slice that value v of atom j of `lane` holds, or -1 past M.
+// The element of S (flat index) that value v of atom j of `lane` holds in task `task`, or -1 past M. A row vector
+// (N == 1) holds column 0 in every value of a row.
 template <class Atom, class S, int ATOMS_N>
 __device__ __forceinline__ int task_element(int task, int j, int v, int lane) {
-  constexpr int M = S::d2, N = S::d3, groups_n = N / (Atom::n * ATOMS_N), row_blocks = (M + Atom::m - 1) / Atom::m;
+  constexpr int M = S::d2, N = S::d3, groups_n = N == 1 ? 1 : N / (Atom::n * ATOMS_N);
+  constexpr int row_blocks = (M + Atom::m - 1) / Atom::m;
   const int ng = task % groups_n, mb = task / groups_n % row_blocks, bt = task / groups_n / row_blocks;
-  const int row = mb * Atom::m + Atom::c_row(lane, v), col = ng * ATOMS_N * Atom::n + j * Atom::n + Atom::c_col(lane, v);
-  return row < M ? (bt * M + row) * N + col : -1;
+  const int row = mb * Atom::m + Atom::c_row(lane, v);
+  const int col = N == 1 ? 0 : ng * ATOMS_N * Atom::n + j * Atom::n + Atom::c_col(lane, v);
+  return M % Atom::m == 0 || row < M ? (bt * M + row) * N + col : -1;
+}
+
+// The same with rows past M read as row M - 1: an index for computing on every value a thread holds, so that a
+// register tile is rewritten whole (never partly kept from the last iteration, which would keep it alive across the
+// loop); values of rows past M are never stored.
+template <class Atom, class S, int ATOMS_N>
+__device__ __forceinline__ int held_element(int task, int j, int v, int lane) {
+  constexpr int M = S::d2, N = S::d3, groups_n = N == 1 ? 1 : N / (Atom::n * ATOMS_N);
+  constexpr int row_blocks = (M + Atom::m - 1) / Atom::m;
+  const int ng = task % groups_n, mb = task / groups_n % row_blocks, bt = task / groups_n / row_blocks;
+  const int row = mb * Atom::m + Atom::c_row(lane, v);
+  const int col = N == 1 ? 0 : ng * ATOMS_N * Atom::n + j * Atom::n + Atom::c_col(lane, v);
+  return (bt * M + (M % Atom::m == 0 || row < M ? row : M - 1)) * N + col;
 }
 
 // dst = a·b (with `accumulate`, dst += a·b) on matrix instructions, batched like mg::matmul, dst in shared memory:
@@ -520,7 +571,7 @@ __device__ __forceinline__ void matmul_atom(float* dst, const TA* a, const TB* b
   static_assert(Atom::m == 16 && Atom::n == 8 && Atom::k == 16, "morgana_tile.cuh implements m16n8k16");
   static_assert(ldmatrix_matches<Atom>(), "the target file's A/B lane layouts are not ldmatrix's");
   constexpr int K = SA::d3;
-  typedef WarpTiling<Atom, S, K, ATOMS_N, 1, 1> Tiling;
+  typedef WarpTiling<Atom, S, ATOMS_N, 1, 1> Tiling;
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize, warps = blockDim.x / kWarpSize;
   for (int task = warp; task < Tiling::tasks; task += warps) {
     float acc[ATOMS_N][Atom::c_values];
@@ -542,34 +593,165 @@ __device__ __forceinline__ void matmul_atom(float* dst, const TA* a, const TB* b
   }
 }
 
-// A matmul's f32 result [S] held in registers (kernel IR Space::registers), in the C fragments of Atom, tiled over
-// the block's WARPS warps as WarpTiling says; K is the reduction extent. mma() runs the matmul into the registers
-// (accumulating across a kernel's for-loop without touching shared memory); publish() stores the result to a shared
-// tile once, the SPLIT warps of a task adding their parts in turn (SPLIT - 1 barriers, every thread must call it).
-template <class Atom, class S, int K, int ATOMS_N, int SPLIT, int WARPS>
+__device__ __forceinline__ float shfl_xor(float v, int mask) {
+#ifdef MG_HOST_EMULATION
+  return mg_host_shfl_xor(v, mask);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, mask);
+#endif
+}
+
+// ---- tiles in registers (kernel IR Space::registers) ----
+
+// Which bits of (lane, value) of the C layout leave the row unchanged: the lanes and values that share a row.
+template <class Atom>
+__host__ __device__ constexpr bool row_free_lane_bit(int b) {
+  for (int lane = 0; lane < kWarpSize; ++lane)
+    for (int v = 0; v < Atom::c_values; ++v)
+      if (Atom::c_row(lane ^ (1 << b), v) != Atom::c_row(lane, v)) return false;
+  return true;
+}
+template <class Atom>
+__host__ __device__ constexpr bool row_free_value_bit(int b) {
+  for (int lane = 0; lane < kWarpSize; ++lane)
+    for (int v = 0; v < Atom::c_values; ++v)
+      if (Atom::c_row(lane, v ^ (1 << b)) != Atom::c_row(lane, v)) return false;
+  return true;
+}
+template <class Atom>
+__host__ __device__ constexpr int row_free_lanes() {
+  int mask = 0;
+  for (int b = 0; (1 << b) < kWarpSize; ++b)
+    if (row_free_lane_bit<Atom>(b)) mask |= 1 << b;
+  return mask;
+}
+template <class Atom>
+__host__ __device__ constexpr int row_free_values() {
+  int mask = 0;
+  for (int b = 0; (1 << b) < Atom::c_values; ++b)
+    if (row_free_value_bit<Atom>(b)) mask |= 1 << b;
+  return mask;
+}
+__host__ __device__ constexpr int bits_set(int x) { return x == 0 ? 0 : (x & 1) + bits_set(x >> 1); }
+
+// A's fragment from C fragments of the same lane (P of P·V from S's accumulators, FlashAttention-style): value v of
+// A's K step s is value c_value of C atom s * (k / n) + c_atom. Found from lane 0; c_feeds_a checks every lane.
+template <class Atom>
+__host__ __device__ constexpr int c_for_a(int v) {
+  for (int j = 0; j < Atom::k / Atom::n; ++j)
+    for (int w = 0; w < Atom::c_values; ++w)
+      if (Atom::c_row(0, w) == Atom::a_row(0, v) && j * Atom::n + Atom::c_col(0, w) == Atom::a_col(0, v))
+        return j * Atom::c_values + w;
+  return -1;
+}
+// c_for_a of every A value, as a table the compiler folds into register names.
+template <class Atom>
+struct CForA {
+  int x[Atom::a_values];
+  __host__ __device__ constexpr CForA() : x{} {
+    for (int v = 0; v < Atom::a_values; ++v) x[v] = c_for_a<Atom>(v);
+  }
+};
+template <class Atom>
+__host__ __device__ constexpr bool c_feeds_a() {
+  for (int v = 0; v < Atom::a_values; ++v) {
+    const int x = c_for_a<Atom>(v);
+    if (x < 0) return false;
+    for (int lane = 0; lane < kWarpSize; ++lane)
+      if (Atom::c_row(lane, x % Atom::c_values) != Atom::a_row(lane, v) ||
+          x / Atom::c_values * Atom::n + Atom::c_col(lane, x % Atom::c_values) != Atom::a_col(lane, v))
+        return false;
+  }
+  return true;
+}
+
+// A tile [S] of f32 held in registers, in the C fragments of Atom tiled over the block's WARPS warps as WarpTiling
+// says: a matmul's result (mma() runs the matmul into the registers, accumulating across a kernel's for-loop
+// without touching shared memory; A may itself be a register tile of whole rows), or what statements over whole
+// rows computed from one (mg::regs_*). publish() stores it to a shared tile, the SPLIT warps of a task adding their
+// parts in turn (SPLIT - 1 barriers, every thread must call it).
+template <class Atom, class S, int ATOMS_N, int SPLIT, int WARPS>
 struct Fragments {
   static_assert(Atom::m == 16 && Atom::n == 8 && Atom::k == 16, "morgana_tile.cuh implements m16n8k16");
   static_assert(ldmatrix_matches<Atom>(), "the target file's A/B lane layouts are not ldmatrix's");
-  typedef WarpTiling<Atom, S, K, ATOMS_N, SPLIT, WARPS> Tiling;
+  typedef WarpTiling<Atom, S, ATOMS_N, SPLIT, WARPS> Tiling;
+  typedef Atom atom;
+  typedef S shape;
+  static constexpr int atoms_n = ATOMS_N, warps = WARPS;
   float acc[Tiling::per_warp][ATOMS_N][Atom::c_values];
+
+  // Whether this lane's value v is the one copy of its element that writes it out: a row vector holds each row in
+  // every lane and value of the row.
+  __device__ __forceinline__ static bool writes(int lane, int v) {
+    return !Tiling::row_vector || ((lane & row_free_lanes<Atom>()) == 0 && (v & row_free_values<Atom>()) == 0);
+  }
 
   template <class SA, class SB, class TA, class TB>
   __device__ __forceinline__ void mma(const TA* a, const TB* b, bool accumulate) {
-    static_assert(SA::d3 == K, "the tiling was chosen for this K");
+    constexpr int K = SA::d3;
+    static_assert(K % (Atom::k * SPLIT) == 0, "lowering chose the tiling for K");
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
     const int team = warp % Tiling::teams, part = warp / Tiling::teams;
     if (part >= SPLIT) return;
 #pragma unroll
     for (int i = 0; i < Tiling::per_warp; ++i) {
       const int task = team + i * Tiling::teams;
-      if (task >= Tiling::tasks) break;
-      if (!accumulate)
-#pragma unroll
-        for (int j = 0; j < ATOMS_N; ++j)
-#pragma unroll
-          for (int v = 0; v < Atom::c_values; ++v) acc[i][j][v] = 0.0f;
-      mma_task<Atom, S, SA, SB, ATOMS_N>(acc[i], a, b, task, part * Tiling::k_steps, Tiling::k_steps, lane);
+      if (!Tiling::has(task)) break;
+      if (!accumulate) clear(i);
+      constexpr int k_steps = K / Atom::k / SPLIT;
+      mma_task<Atom, S, SA, SB, ATOMS_N>(acc[i], a, b, task, part * k_steps, k_steps, lane);
     }
+  }
+
+  // The same with A in registers: the C fragments of a register tile of the same rows (whole rows per task), each
+  // K step's A fragment renamed from two of its atoms and converted to B's 16-bit type.
+  template <class SA, class SB, class SP, int AN, class TB>
+  __device__ __forceinline__ void mma(const Fragments<Atom, SP, AN, 1, WARPS>& a, const TB* b, bool accumulate) {
+    typedef Fragments<Atom, SP, AN, 1, WARPS> FA;
+    typedef typename FA::Tiling TA;
+    constexpr int K = SA::d3, N = S::d3;
+    static_assert(SPLIT == 1 && Tiling::groups_n == 1 && TA::groups_n == 1 && FA::warps == WARPS &&
+                      TA::tasks == Tiling::tasks && K == FA::atoms_n * Atom::n,
+                  "A and the result hold the same whole rows in the same warps");
+    static_assert(c_feeds_a<Atom>(), "the target file's C layout does not feed A (lowering checks c_fragments_feed_a)");
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+#pragma unroll
+    for (int i = 0; i < Tiling::per_warp; ++i) {
+      const int task = warp + i * WARPS;
+      if (!Tiling::has(task)) break;
+      if (!accumulate) clear(i);
+      const int bt = task / Tiling::row_blocks;
+      const TB* pb = b + ((SB::d0 == 1 ? 0 : bt / S::d1) * SB::d1 + (SB::d1 == 1 ? 0 : bt % S::d1)) * (K * N);
+#pragma unroll
+      for (int step = 0; step < K / Atom::k; ++step) {
+        unsigned fa[Atom::a_values / 2];
+#pragma unroll
+        for (int r = 0; r < Atom::a_values / 2; ++r) {
+          unsigned h[2];
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            constexpr int per_step = Atom::k / Atom::n;
+            constexpr CForA<Atom> map{};
+            const int x = map.x[2 * r + half];
+            h[half] = word_bits(from_f32<TB>(a.acc[i][step * per_step + x / Atom::c_values][x % Atom::c_values]));
+          }
+          fa[r] = pack2(h[0], h[1]);
+        }
+#pragma unroll
+        for (int j = 0; j < ATOMS_N; ++j) {
+          unsigned fb[2];
+          load_b<Atom, SB, TB>(fb, pb, step * Atom::k, j * Atom::n, lane);
+          mma_16816<TB>(acc[i][j], fa, fb);
+        }
+      }
+    }
+  }
+
+  __device__ __forceinline__ void clear(int i) {
+#pragma unroll
+    for (int j = 0; j < ATOMS_N; ++j)
+#pragma unroll
+      for (int v = 0; v < Atom::c_values; ++v) acc[i][j][v] = 0.0f;
   }
 
   __device__ __forceinline__ void publish(float* dst) const {
@@ -581,13 +763,13 @@ struct Fragments {
 #pragma unroll
         for (int i = 0; i < Tiling::per_warp; ++i) {
           const int task = team + i * Tiling::teams;
-          if (task >= Tiling::tasks) break;
+          if (!Tiling::has(task)) break;
 #pragma unroll
           for (int j = 0; j < ATOMS_N; ++j)
 #pragma unroll
             for (int v = 0; v < Atom::c_values; ++v) {
               const int e = task_element<Atom, S, ATOMS_N>(task, j, v, lane);
-              if (e >= 0) dst[e] = turn == 0 ? acc[i][j][v] : dst[e] + acc[i][j][v];
+              if (e >= 0 && writes(lane, v)) dst[e] = turn == 0 ? acc[i][j][v] : dst[e] + acc[i][j][v];
             }
         }
       if (turn + 1 < SPLIT) __syncthreads();
@@ -595,13 +777,181 @@ struct Fragments {
   }
 };
 
-__device__ __forceinline__ float shfl_xor(float v, int mask) {
-#ifdef MG_HOST_EMULATION
-  return mg_host_shfl_xor(v, mask);
-#else
-  return __shfl_xor_sync(0xffffffffu, v, mask);
-#endif
+// Statements whose result is a register tile of whole rows per warp task (lowering pass keep_rows_in_registers):
+// each thread computes the elements it holds, reading its operands from registers of the same layout or from
+// shared tiles, so no thread waits for another.
+
+// An operand in shared memory, read at the element of the result (broadcast like mg::binary's).
+template <class S, class T>
+struct Smem {
+  const T* p;
+};
+template <class S, class T>
+__device__ __forceinline__ Smem<S, T> smem(const T* p) {
+  return {p};
 }
+
+// Operand x's value at value v of atom j of the thread's task i, whose index in the result is e (flat) and x.
+template <class Atom, class S, int ATOMS_N, int SPLIT, int WARPS>
+__device__ __forceinline__ float at(const Fragments<Atom, S, ATOMS_N, SPLIT, WARPS>& f, int i, int j, int v,
+                                    const Idx&) {
+  return f.acc[i][S::d3 == 1 ? 0 : j][v];
+}
+template <class S, class T>
+__device__ __forceinline__ float at(const Smem<S, T>& s, int, int, int, const Idx& x) {
+  return to_f32(s.p[broadcast_offset<S>(x)]);
+}
+
+// fn(i, j, v, x) for every value the thread holds of F: value v of atom j of its task i, at index x of F's shape
+// (rows past M at row M - 1's index).
+template <class F, class Fn>
+__device__ __forceinline__ void for_each_held(Fn fn) {
+  typedef typename F::Tiling Tiling;
+  static_assert(Tiling::teams == F::warps && Tiling::groups_n == 1, "whole rows per warp task");
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+#pragma unroll
+  for (int i = 0; i < Tiling::per_warp; ++i) {
+    const int task = warp + i * F::warps;
+    if (!Tiling::has(task)) break;
+#pragma unroll
+    for (int j = 0; j < F::atoms_n; ++j)
+#pragma unroll
+      for (int v = 0; v < F::atom::c_values; ++v) {
+        fn(i, j, v, unflatten<typename F::shape>(held_element<typename F::atom, typename F::shape, F::atoms_n>(task, j, v, lane)));
+      }
+  }
+}
+
+template <class F, class A, class Fn>
+__device__ __forceinline__ void regs_unary(F& dst, const A& a, Fn f) {
+  for_each_held<F>([&](int i, int j, int v, const Idx& x) { dst.acc[i][j][v] = f(at(a, i, j, v, x)); });
+}
+template <class F, class A, class B, class Fn>
+__device__ __forceinline__ void regs_binary(F& dst, const A& a, const B& b, Fn f) {
+  for_each_held<F>(
+      [&](int i, int j, int v, const Idx& x) { dst.acc[i][j][v] = f(at(a, i, j, v, x), at(b, i, j, v, x)); });
+}
+
+// dst (a row vector) = the rows of x folded: each thread folds its atoms and the values of a row it holds, then
+// the lanes that share the row combine by shuffles (the C layout says which: row_free_lanes).
+template <class F, class X, class Op>
+__device__ __forceinline__ void regs_reduce(F& dst, const X& x, Op op) {
+  typedef typename X::atom Atom;
+  typedef typename X::Tiling Tiling;
+  static_assert(F::Tiling::row_vector && F::Tiling::tasks == Tiling::tasks && Tiling::groups_n == 1,
+                "a row vector of the same rows");
+  constexpr int lanes = row_free_lanes<Atom>(), values = row_free_values<Atom>();
+  static_assert((1 << bits_set(lanes)) * (1 << bits_set(values)) == Atom::n, "the lanes and values of a row cover it");
+  const int warp = threadIdx.x / kWarpSize;
+#pragma unroll
+  for (int i = 0; i < Tiling::per_warp; ++i) {
+    if (!Tiling::has(warp + i * X::warps)) break;  // the same for the whole warp: its shuffles stay whole
+    float r[Atom::c_values];
+#pragma unroll
+    for (int v = 0; v < Atom::c_values; ++v) {
+      r[v] = x.acc[i][0][v];
+#pragma unroll
+      for (int j = 1; j < X::atoms_n; ++j) r[v] = op(r[v], x.acc[i][j][v]);
+    }
+#pragma unroll
+    for (int b = 1; b < Atom::c_values; b *= 2)
+      if (values & b) {
+        float t[Atom::c_values];
+#pragma unroll
+        for (int v = 0; v < Atom::c_values; ++v) t[v] = op(r[v], r[v ^ b]);
+#pragma unroll
+        for (int v = 0; v < Atom::c_values; ++v) r[v] = t[v];
+      }
+#pragma unroll
+    for (int b = 1; b < kWarpSize; b *= 2)
+      if (lanes & b)
+#pragma unroll
+        for (int v = 0; v < Atom::c_values; ++v) r[v] = op(r[v], shfl_xor(r[v], b));
+#pragma unroll
+    for (int v = 0; v < Atom::c_values; ++v) dst.acc[i][0][v] = r[v];
+  }
+}
+template <class F, class X>
+__device__ __forceinline__ void regs_reduce_sum(F& dst, const X& x) {
+  regs_reduce(dst, x, [](float a, float b) { return a + b; });
+}
+template <class F, class X>
+__device__ __forceinline__ void regs_reduce_max(F& dst, const X& x) {
+  regs_reduce(dst, x, [](float a, float b) { return max_nan(a, b); });
+}
+
+template <class F, class X>
+__device__ __forceinline__ void regs_acc_sum(F& acc, const X& x, bool first) {
+  for_each_held<F>([&](int i, int j, int v, const Idx& e) {
+    const float y = at(x, i, j, v, e);
+    acc.acc[i][j][v] = first ? y : acc.acc[i][j][v] + y;
+  });
+}
+template <class F, class X>
+__device__ __forceinline__ void regs_acc_max(F& acc, const X& x, bool first) {
+  for_each_held<F>([&](int i, int j, int v, const Idx& e) {
+    const float y = at(x, i, j, v, e);
+    acc.acc[i][j][v] = first ? y : max_nan(acc.acc[i][j][v], y);
+  });
+}
+
+// The online-softmax accumulator (mg::acc_rescale_sum) on registers, its running max a row vector beside it: the
+// two scale factors are computed once per row value the thread holds, not per element.
+template <class F, class R, class X, class Mx>
+__device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X& x, const Mx& m, bool first) {
+  typedef typename F::atom Atom;
+  typedef typename R::Tiling RT;
+  static_assert(RT::row_vector && RT::tasks == F::Tiling::tasks, "the running max is a row vector of the rows");
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+#pragma unroll
+  for (int i = 0; i < RT::per_warp; ++i) {
+    const int task = warp + i * F::warps;
+    if (!RT::has(task)) break;
+    float alpha[Atom::c_values], beta[Atom::c_values];
+#pragma unroll
+    for (int v = 0; v < Atom::c_values; ++v) {
+      const int e = held_element<Atom, typename R::shape, 1>(task, 0, v, lane);
+      const float mj = at(m, i, 0, v, unflatten<typename R::shape>(e)), old = run_max.acc[i][0][v];
+      const float next = first ? mj : max_nan(old, mj);
+      alpha[v] = first ? 0.0f : expf(old - next);
+      beta[v] = first ? 1.0f : expf(mj - next);
+      run_max.acc[i][0][v] = next;
+    }
+#pragma unroll
+    for (int j = 0; j < F::atoms_n; ++j)
+#pragma unroll
+      for (int v = 0; v < Atom::c_values; ++v) {
+        const int e = held_element<Atom, typename F::shape, F::atoms_n>(task, j, v, lane);
+        const float y = at(x, i, j, v, unflatten<typename F::shape>(e));
+        acc.acc[i][j][v] = first ? y : acc.acc[i][j][v] * alpha[v] + y * beta[v];
+      }
+  }
+}
+
+// The register tile f written into dst at origin (o0..o3), converted to dst's type, as mg::store (one element per
+// access; each element by the one thread that writes it).
+template <class G, int MASK, class U, class F>
+__device__ __forceinline__ void store_regs(U* __restrict__ dst, const F& f, i64 o0, i64 o1, i64 o2, i64 o3) {
+  typedef typename F::Tiling Tiling;
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+#pragma unroll
+  for (int i = 0; i < Tiling::per_warp; ++i) {
+    const int task = warp + i * F::warps;
+    if (!Tiling::has(task)) break;
+#pragma unroll
+    for (int j = 0; j < F::atoms_n; ++j)
+#pragma unroll
+      for (int v = 0; v < F::atom::c_values; ++v) {
+        const int e = task_element<typename F::atom, typename F::shape, F::atoms_n>(task, j, v, lane);
+        if (e < 0 || !F::writes(lane, v)) continue;
+        const Idx x = unflatten<typename F::shape>(e);
+        const i64 g0 = o0 + x.i0, g1 = o1 + x.i1, g2 = o2 + x.i2, g3 = o3 + x.i3;
+        if (inside<G, MASK>(g0, g1, g2, g3))
+          dst[g0 * G::s0 + g1 * G::s1 + g2 * G::s2 + g3 * G::s3] = from_f32<U>(f.acc[i][j][v]);
+      }
+  }
+}
+
 
 // Folds dim DIM of x (shape SX) to TO groups: element j of the result folds x[j], x[j + TO], x[j + 2 TO], ...
 // Without BY_WARPS one thread folds each result element, in that order (the reference interpreter's order). With

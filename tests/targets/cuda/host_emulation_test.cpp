@@ -29,7 +29,7 @@ namespace {
 constexpr unsigned kThreads = 3;
 
 // Kernels that ran with tensor-core matmuls and warp reductions, so the test can insist those paths were covered.
-int atom_kernels = 0, warp_reduce_kernels = 0, register_tile_kernels = 0;
+int atom_kernels = 0, warp_reduce_kernels = 0, register_tile_kernels = 0, register_chain_kernels = 0;
 
 unsigned emulated_threads(const lower::Kernel& k, const targets::Target& t) {
   bool atoms = false, warps = false;
@@ -40,6 +40,14 @@ unsigned emulated_threads(const lower::Kernel& k, const targets::Target& t) {
     }
   atom_kernels += atoms;
   warp_reduce_kernels += warps;
+  // Statements other than a matmul working on register tiles (pass keep_rows_in_registers): row reductions,
+  // elementwise ops and accumulators in the C layout, shuffles across the lanes of a row.
+  bool chain = false;
+  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
+    for (const lower::Stmt& s : *list)
+      chain = chain || (s.kind == lower::StmtKind::Reduce &&
+                        k.tiles[static_cast<size_t>(s.dst)].space == lower::Space::registers);
+  register_chain_kernels += chain;
   // Register tiles are tiled over the warps the kernel was lowered for (mg::Fragments): all of its threads.
   for (const lower::Tile& tile : k.tiles)
     if (tile.space == lower::Space::registers) {
@@ -216,8 +224,10 @@ TEST(HostEmulation, GeneratedCudaComputesTheReference) {
   EXPECT_GE(atom_kernels, 10);
   EXPECT_GE(warp_reduce_kernels, 5);
   EXPECT_GE(register_tile_kernels, 5);
-  std::printf("%d programs; %d kernels with tensor-core matmuls, %d with warp reductions, %d with register tiles\n",
-              ran, atom_kernels, warp_reduce_kernels, register_tile_kernels);
+  EXPECT_GE(register_chain_kernels, 4);
+  std::printf("%d programs; %d kernels with tensor-core matmuls, %d with warp reductions, %d with register tiles, "
+              "%d with row reductions in registers\n",
+              ran, atom_kernels, warp_reduce_kernels, register_tile_kernels, register_chain_kernels);
 }
 
 // Tiles spilled to each block's slice of global scratch (LowerOptions::spill_to_global) on a target too small for
