@@ -71,7 +71,7 @@ int choose_atom(const Stmt& s, const Kernel& k, const targets::Target& t, const 
 }
 
 // Whether tile t can be swizzled: 16-bit in shared memory, rows of a power of two of 16-byte chunks (at least two),
-// written only by 16-byte loads and read only as a matrix instruction's operand (ldmatrix); rows per batch a
+// written only by 16-byte loads and elementwise ops and read only as a matrix instruction's operand (ldmatrix); rows per batch a
 // multiple of the swizzle's period of 8 when the tile has batches (each batch is addressed from its own start).
 bool swizzlable(const Kernel& k, int t) {
   const Tile& tile = k.tiles[static_cast<size_t>(t)];
@@ -86,7 +86,9 @@ bool swizzlable(const Kernel& k, int t) {
   for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
     for (const Stmt& s : *list) {
       for (int w : stmt_writes(s))
-        if (w == t && !(s.kind == StmtKind::Load && s.vector_bytes == 16)) return false;
+        if (w == t && !(s.kind == StmtKind::Load && s.vector_bytes == 16) && s.kind != StmtKind::Unary &&
+            s.kind != StmtKind::Binary)
+          return false;
       for (int r : stmt_reads(s)) {
         if (r != t) continue;
         if (s.kind != StmtKind::Matmul || s.atom < 0 || r == s.dst) return false;
@@ -96,10 +98,68 @@ bool swizzlable(const Kernel& k, int t) {
   return read;
 }
 
+// The 16-bit type a matmul's f32 operands would be rounded to: its other operand's, or else the one 16-bit type the
+// kernel loads (f32 when there is none, or more than one).
+ir::DType operand_type16(const Stmt& s, const Kernel& k) {
+  for (int x : {s.a, s.b})
+    if (is_16_bit(k.tiles[static_cast<size_t>(x)].dtype)) return k.tiles[static_cast<size_t>(x)].dtype;
+  ir::DType found = ir::DType::f32;
+  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
+    for (const Stmt& l : *list) {
+      if (l.kind != StmtKind::Load || !is_16_bit(k.tiles[static_cast<size_t>(l.dst)].dtype)) continue;
+      const ir::DType t = k.tiles[static_cast<size_t>(l.dst)].dtype;
+      if (found != ir::DType::f32 && found != t) return ir::DType::f32;
+      found = t;
+    }
+  return found;
+}
+
+// Whether f32 tile t is computed only by elementwise statements (whose tile routines store any type) and read only
+// as a matmul operand: then storing it in the matrix instruction's 16-bit type rounds exactly as the fragment
+// loads would, once per element instead of once per load.
+bool only_feeds_matmuls(const Kernel& k, int t) {
+  const Tile& tile = k.tiles[static_cast<size_t>(t)];
+  if (tile.dtype != ir::DType::f32 || tile.space != Space::shared || tile.stages != 1) return false;
+  bool read = false;
+  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
+    for (const Stmt& s : *list) {
+      for (int w : stmt_writes(s))
+        if (w == t && s.kind != StmtKind::Unary && s.kind != StmtKind::Binary) return false;
+      for (int r : stmt_reads(s)) {
+        if (r != t) continue;
+        if (s.kind != StmtKind::Matmul || r == s.dst) return false;
+        read = true;
+      }
+    }
+  return read;
+}
+
+// A matmul with f32 operands computed for it (Q·Kᵀ of normalized Q and K; P·V) gets them stored in the 16-bit type
+// of the matrix instruction it can then run on (the "intermediates stored in the spec's dtype"): a matmul
+// with two f32 operands would otherwise run on no instruction, and one f32 operand is otherwise converted at every
+// fragment load. Only where an instruction is then chosen.
+void narrow_matmul_operands(Kernel& k, const targets::Target& target, const std::vector<std::string>& matrix_ops) {
+  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
+    for (const Stmt& s : *list) {
+      if (s.kind != StmtKind::Matmul) continue;
+      const ir::DType type16 = operand_type16(s, k);
+      if (type16 == ir::DType::f32) continue;
+      std::vector<int> narrowed;
+      for (int x : {s.a, s.b})
+        if (x != s.dst && only_feeds_matmuls(k, x) && !std::count(narrowed.begin(), narrowed.end(), x)) {
+          k.tiles[static_cast<size_t>(x)].dtype = type16;
+          narrowed.push_back(x);
+        }
+      if (!narrowed.empty() && choose_atom(s, k, target, matrix_ops) < 0)
+        for (int x : narrowed) k.tiles[static_cast<size_t>(x)].dtype = ir::DType::f32;
+    }
+}
+
 }  // namespace
 
 void choose_instructions(Kernel& k, const LoweredProgram& p, const targets::Target& target,
                          const std::vector<std::string>& matrix_ops) {
+  narrow_matmul_operands(k, target, matrix_ops);
   for (auto* list : {&k.prologue, &k.body, &k.epilogue})
     for (Stmt& s : *list) {
       if (s.kind == StmtKind::Matmul) {

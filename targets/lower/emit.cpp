@@ -232,12 +232,13 @@ class Emitter {
     auto t = [&](int i) { return tile_ref(k, i); };
     auto S = [&](int i) { return shape_ref(k, i); };
     std::string mask;
-    // A swizzled tile's layout is known only to loads and the matrix instructions' operand loads.
+    // A swizzled tile's layout is known only to loads, elementwise ops and the matrix instructions' operand loads.
     for (int x : stmt_reads(s))
       MG_CHECK(s.kind == StmtKind::Matmul || !k.tiles[static_cast<size_t>(x)].swizzled,
                "emit: statement reads swizzled tile '" + k.tiles[static_cast<size_t>(x)].name + "'");
     for (int x : stmt_writes(s))
-      MG_CHECK(s.kind == StmtKind::Load || !k.tiles[static_cast<size_t>(x)].swizzled,
+      MG_CHECK(s.kind == StmtKind::Load || s.kind == StmtKind::Unary || s.kind == StmtKind::Binary ||
+                   !k.tiles[static_cast<size_t>(x)].swizzled,
                "emit: statement writes swizzled tile '" + k.tiles[static_cast<size_t>(x)].name + "'");
     if (in_registers(k, s)) return register_stmt(k, s, in);
     switch (s.kind) {

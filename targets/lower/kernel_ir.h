@@ -82,9 +82,9 @@ struct Tile {
   // load of a later iteration fills the next one. Buffer i starts at offset + i * stage_bytes().
   int64_t stages = 1;
   RegisterLayout layout;  // Space::registers only
-  // A 16-bit shared tile written only by 16-byte loads and read only by matrix instructions' operand loads
-  // (ldmatrix) has the 16-byte chunks of each row permuted (pass choose_instructions; the tile library's
-  // mg::Swizzled says how), so that the 8 rows one ldmatrix matrix reads hit distinct banks.
+  // A 16-bit shared tile written only by 16-byte loads or elementwise ops and read only by matrix instructions'
+  // operand loads (ldmatrix) has the 16-byte chunks of each row permuted (pass choose_instructions; the tile
+  // library's mg::Swizzled says how), so that the 8 rows one ldmatrix matrix reads hit distinct banks.
   bool swizzled = false;
   Origin from;
 

@@ -95,6 +95,8 @@ int64_t assign_offsets(Kernel& k, Space space) {
       // A tile of several buffers (pipelined loads) is never written over: which buffer holds the value changes
       // with the iteration.
       if (t.stages != 1 || d.stages != 1) continue;
+      // Nor is a swizzled tile: its elements are not where the operand's are.
+      if (t.swizzled || d.swizzled) continue;
       if (t.dtype != d.dtype || t.shape != d.shape || t.space != space || d.space != space || span[gx].end != p ||
           live[static_cast<size_t>(s.dst)].start != p || gd != static_cast<size_t>(s.dst))
         continue;

@@ -85,6 +85,7 @@ class RowRegisters {
     for (const Stmt* s : order_)
       if (!computable(*s))
         for (int w : stmt_writes(*s)) candidates_.erase(w);
+    keep_rooted();
     for (;;) {
       while (drop_unsupported()) {
       }
@@ -100,6 +101,22 @@ class RowRegisters {
   bool in(int t) const { return t >= 0 && candidates_.count(t) > 0; }
   const targets::MatrixInstr& instr(int atom) const { return t_.matrix[static_cast<size_t>(atom)]; }
 
+  // Only tiles a matmul on a matrix instruction computes, or that are computed from such tiles, can be held in a
+  // family's layout; the rest leave the candidates before the sweeps, so that no sweep waits on them.
+  void keep_rooted() {
+    std::set<int> rooted;
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (const Stmt* s : order_) {
+        if (!computable(*s) || !in(s->dst) || rooted.count(s->dst)) continue;
+        bool root = s->kind == StmtKind::Matmul;
+        for (int t : {s->a, s->b}) root = root || (t >= 0 && t != s->dst && rooted.count(t));
+        if (root) grew = rooted.insert(s->dst).second || grew;
+      }
+    }
+    candidates_ = rooted;
+  }
+
   // A statement kind the tile library can run in a register layout, writing a tile that could be a register tile.
   bool computable(const Stmt& s) const {
     switch (s.kind) {
@@ -114,8 +131,11 @@ class RowRegisters {
         break;
       default: return false;
     }
+    // A tile choose_instructions stored in 16 bits for a matmul is computed in f32 like any other in registers (the
+    // matmul rounds it to its operand type as it forms the A fragments, as the shared tile's store would have).
     const Tile& d = tile(s.dst);
-    return d.space == Space::shared && d.stages == 1 && d.dtype == ir::DType::f32 && d.shape.size() >= 2;
+    return d.space == Space::shared && d.stages == 1 && d.shape.size() >= 2 &&
+           (d.dtype == ir::DType::f32 || s.kind == StmtKind::Unary || s.kind == StmtKind::Binary);
   }
 
   // The f32 registers per thread a tile of `family` holds.
@@ -153,36 +173,34 @@ class RowRegisters {
       return without_last(x.shape) == without_last(d.shape) &&
              (x.shape.back() == d.shape.back() || x.shape.back() == 1 || s.kind == StmtKind::Reduce);
     };
+    // Operands are read from registers where they are candidates of a known family (the readers' check drops one
+    // whose family differs), else from shared memory.
+    auto in_registers = [&](int t) { return in(t) && family(t).has_value(); };
     std::optional<Family> f;
     if (s.kind == StmtKind::Matmul) {
-      if (in(s.b)) return std::nullopt;  // B comes from shared memory
-      f = Family{s.atom, without_last(d.shape)};
+      f = Family{s.atom, without_last(d.shape)};  // B always comes from shared memory (the readers' check)
       if (!fits(d, *f) || d.shape.back() == 1) return std::nullopt;
       // Every warp has rows of its own; a matmul of fewer row blocks than warps is better split other ways (pass 6).
       if (tasks(*f) < warps_) return std::nullopt;
-      if (in(s.a)) {
-        std::optional<Family> fa = family(s.a);
-        if (!fa || !(*fa == *f) || !c_fragments_feed_a(instr(s.atom), t_.execution.warp_size)) return std::nullopt;
-      }
+      if (in_registers(s.a) && !c_fragments_feed_a(instr(s.atom), t_.execution.warp_size)) return std::nullopt;
       return f;
     }
     std::vector<int> operands = {s.a};
     if (s.b >= 0) operands.push_back(s.b);
     for (int t : operands) {
-      if (!in(t)) continue;
+      if (!in_registers(t)) continue;
       std::optional<Family> ft = family(t);
-      if (!ft) return std::nullopt;  // not known yet (a later pass of the loop finds it) or dropped
       if (f && !(*f == *ft)) return std::nullopt;
       f = ft;
     }
-    if (!f || !in(s.a)) {
-      // Only acc_rescale_sum's running max may come from shared memory alone; everything else starts from a
-      // register operand.
+    if (!f || !in_registers(s.a)) {
+      // Only an elementwise op's second operand may be the one in registers; a reduction or accumulator starts
+      // from a register operand.
       if (!f || s.kind == StmtKind::Accumulate || s.kind == StmtKind::Reduce) return std::nullopt;
     }
     if (!fits(d, *f)) return std::nullopt;
     for (int t : operands)
-      if (in(t) && !operand_fits(t)) return std::nullopt;
+      if (in_registers(t) && !operand_fits(t)) return std::nullopt;
     switch (s.kind) {
       case StmtKind::Reduce: {
         const Tile& x = tile(s.a);
@@ -222,14 +240,17 @@ class RowRegisters {
     for (const Stmt* s : order_) {
       for (int t : stmt_reads(*s)) {
         if (!in(t)) continue;
+        // A register statement of the same family reads it, or a store.
+        const bool same = in(s->dst) && families_.count(t) && families_.count(s->dst) &&
+                          families_.at(t) == families_.at(s->dst);
         bool ok = false;
         switch (s->kind) {
           case StmtKind::Store: ok = true; break;
-          case StmtKind::Matmul: ok = t == s->a && t != s->b && in(s->dst); break;
-          case StmtKind::Accumulate: ok = in(s->dst) && t != s->state; break;
+          case StmtKind::Matmul: ok = t == s->a && t != s->b && same; break;
+          case StmtKind::Accumulate: ok = same && t != s->state; break;
           case StmtKind::Unary:
           case StmtKind::Binary:
-          case StmtKind::Reduce: ok = in(s->dst); break;
+          case StmtKind::Reduce: ok = same; break;
           default: break;
         }
         // The accumulator itself (acc_rescale_sum reads its dst and its running max): goes with the dst.
@@ -295,6 +316,8 @@ class RowRegisters {
       Tile& d = k_.tiles[static_cast<size_t>(t)];
       d.space = Space::registers;
       d.offset = 0;
+      d.dtype = ir::DType::f32;
+      d.swizzled = false;
       const int64_t n = d.shape.back();
       d.layout = {f.atom, n == 1 ? 1 : n / instr(f.atom).n, 1};
     }

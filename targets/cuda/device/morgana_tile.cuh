@@ -115,7 +115,7 @@ struct Shape {
 };
 
 // A 16-bit tile in shared memory whose rows' 16-byte chunks are permuted (lowering's Tile::swizzled: written only by
-// 16-byte loads, read only by ldmatrix): chunk c of row r is stored at chunk c ^ ((r / group) % span), C the chunks
+// 16-byte loads and elementwise ops, read only by ldmatrix): chunk c of row r is stored at chunk c ^ ((r / group) % span), C the chunks
 // per row (a power of two), span = min(C, 8), group = 8 / span. The 8 rows an ldmatrix matrix reads then lie in 8
 // distinct 16-byte bank groups instead of one (rows of 128 or 256 bytes are otherwise 8-way bank conflicts).
 template <int D0, int D1, int D2, int D3>
@@ -316,18 +316,21 @@ __device__ __forceinline__ void store(U* __restrict__ dst, const T* src, i64 o0,
   }
 }
 
-// dst = f(a), elementwise (a has dst's shape).
-template <class S, class TA, class F>
-__device__ __forceinline__ void unary(float* dst, const TA* a, F f) {
-  for (int e = threadIdx.x; e < S::size; e += blockDim.x) dst[e] = f(to_f32(a[e]));
+// dst = f(a), elementwise (a has dst's shape). dst is f32, or 16-bit where lowering stored a matmul operand in the
+// type its matrix instruction takes (rounded once here instead of at every fragment load).
+template <class S, class TD, class TA, class F>
+__device__ __forceinline__ void unary(TD* dst, const TA* a, F f) {
+  static_assert(!S::swizzled || sizeof(TD) == 2, "lowering swizzles only 16-bit tiles");
+  for (int e = threadIdx.x; e < S::size; e += blockDim.x) dst[stored_at<S>(e)] = from_f32<TD>(f(to_f32(a[e])));
 }
 
-// dst = f(a, b), elementwise; a and b broadcast to dst's shape.
-template <class S, class SA, class SB, class TA, class TB, class F>
-__device__ __forceinline__ void binary(float* dst, const TA* a, const TB* b, F f) {
+// dst = f(a, b), elementwise; a and b broadcast to dst's shape. dst as for unary.
+template <class S, class SA, class SB, class TD, class TA, class TB, class F>
+__device__ __forceinline__ void binary(TD* dst, const TA* a, const TB* b, F f) {
+  static_assert(!S::swizzled || sizeof(TD) == 2, "lowering swizzles only 16-bit tiles");
   for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
     const Idx x = unflatten<S>(e);
-    dst[e] = f(to_f32(a[broadcast_offset<SA>(x)]), to_f32(b[broadcast_offset<SB>(x)]));
+    dst[stored_at<S>(e)] = from_f32<TD>(f(to_f32(a[broadcast_offset<SA>(x)]), to_f32(b[broadcast_offset<SB>(x)])));
   }
 }
 
