@@ -70,8 +70,8 @@ MatmulTiling matmul_tiling(const Stmt& s, const Kernel& k, const targets::Target
 // row blocks give every warp rows of its own computes whole rows per warp task into a register tile, and the
 // elementwise ops, last-dim row reductions, accumulators and matmuls (as A, when the C layout feeds A) that follow
 // it work on those registers too, as far as every reader of a tile can take it from registers and the tiles live
-// at once fit half a thread's registers. Their statements then run in the tile's layout: no shared memory, no
-// barriers.
+// at once fit three quarters of a thread's registers. Their statements then run in the tile's layout: no shared
+// memory, no barriers.
 void keep_rows_in_registers(Kernel& k, const targets::Target& target);
 
 // Whether the C fragments of matrix instruction m, two atoms per K step, are A's fragments of the same lane under a

@@ -511,6 +511,10 @@ struct WarpTiling {
   // Whether a warp's i-th task exists. Always, when the teams divide the tasks: said at compile time, so that the
   // compiler sees every register tile rewritten whole in each iteration instead of carried across the loop.
   __device__ __forceinline__ static bool has(int task) { return tasks % teams == 0 || task < tasks; }
+  // The task a warp computes as its task `task` where tiles hold whole rows (register chains): a warp without that
+  // task repeats the last one, whose values it never stores, instead of skipping. Skipping would keep its registers'
+  // old values on that path, and so every register tile of the chain alive across the loop (spills).
+  __device__ __forceinline__ static int computed(int task) { return has(task) ? task : tasks - 1; }
 };
 
 // acc[j] (+)= the task's product over K steps [k_first, k_first + k_steps) for atom j of the task: ATOMS_N
@@ -698,8 +702,11 @@ struct Fragments {
     if (part >= SPLIT) return;
 #pragma unroll
     for (int i = 0; i < Tiling::per_warp; ++i) {
-      const int task = team + i * Tiling::teams;
-      if (!Tiling::has(task)) break;
+      int task = team + i * Tiling::teams;
+      if constexpr (SPLIT == 1 && Tiling::groups_n == 1)
+        task = Tiling::computed(task);
+      else if (!Tiling::has(task))
+        break;
       if (!accumulate) clear(i);
       constexpr int k_steps = K / Atom::k / SPLIT;
       mma_task<Atom, S, SA, SB, ATOMS_N>(acc[i], a, b, task, part * k_steps, k_steps, lane);
@@ -720,8 +727,7 @@ struct Fragments {
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
 #pragma unroll
     for (int i = 0; i < Tiling::per_warp; ++i) {
-      const int task = warp + i * WARPS;
-      if (!Tiling::has(task)) break;
+      const int task = Tiling::computed(warp + i * WARPS);
       if (!accumulate) clear(i);
       const int bt = task / Tiling::row_blocks;
       const TB* pb = b + ((SB::d0 == 1 ? 0 : bt / S::d1) * SB::d1 + (SB::d1 == 1 ? 0 : bt % S::d1)) * (K * N);
@@ -814,8 +820,7 @@ __device__ __forceinline__ void for_each_held(Fn fn) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
 #pragma unroll
   for (int i = 0; i < Tiling::per_warp; ++i) {
-    const int task = warp + i * F::warps;
-    if (!Tiling::has(task)) break;
+    const int task = Tiling::computed(warp + i * F::warps);
 #pragma unroll
     for (int j = 0; j < F::atoms_n; ++j)
 #pragma unroll
@@ -845,10 +850,8 @@ __device__ __forceinline__ void regs_reduce(F& dst, const X& x, Op op) {
                 "a row vector of the same rows");
   constexpr int lanes = row_free_lanes<Atom>(), values = row_free_values<Atom>();
   static_assert((1 << bits_set(lanes)) * (1 << bits_set(values)) == Atom::n, "the lanes and values of a row cover it");
-  const int warp = threadIdx.x / kWarpSize;
 #pragma unroll
   for (int i = 0; i < Tiling::per_warp; ++i) {
-    if (!Tiling::has(warp + i * X::warps)) break;  // the same for the whole warp: its shuffles stay whole
     float r[Atom::c_values];
 #pragma unroll
     for (int v = 0; v < Atom::c_values; ++v) {
@@ -908,8 +911,7 @@ __device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
 #pragma unroll
   for (int i = 0; i < RT::per_warp; ++i) {
-    const int task = warp + i * F::warps;
-    if (!RT::has(task)) break;
+    const int task = RT::computed(warp + i * F::warps);
     float alpha[Atom::c_values], beta[Atom::c_values];
 #pragma unroll
     for (int v = 0; v < Atom::c_values; ++v) {
