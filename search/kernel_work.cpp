@@ -159,6 +159,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   std::vector<char> after(body.num_tensors(), 0);
   std::vector<int64_t> depth(body.num_tensors(), 0);
   int64_t loop_depth = 0, epilogue_depth = 0, acc_elems = 0, saves = 0;
+  bool synchronous_loads = false;
   double smem = 0;
   for (const Node& nd : body.nodes()) {
     const auto ops = body.operands(nd);
@@ -187,7 +188,14 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
       k.l2_reread_bytes += total - dram;
       k.smem_fill_bytes += per_block;
       smem += bytes_of(tile);
-      if (nd.attrs.fmap != kPhi) k.stage_bytes += static_cast<int64_t>(bytes_of(tile));
+      if (nd.attrs.fmap != kPhi) {
+        k.stage_bytes += static_cast<int64_t>(bytes_of(tile));
+        // The lowering copies a tile asynchronously only in whole 16-byte vectors along rows of whole vectors; any
+        // other loop-varying tile is loaded and waited for every iteration, and the loop is not pipelined.
+        const int64_t es = ir::dtype_bytes(tile.dtype);
+        synchronous_loads = synchronous_loads || (tile.dim(tile.rank - 1) * es) % targets::kAsyncCopyBytes != 0 ||
+                            (whole.dim(whole.rank - 1) * es) % targets::kAsyncCopyBytes != 0;
+      }
       depth[r] = 1;
       loop_depth = std::max<int64_t>(loop_depth, 1);
       continue;
@@ -212,6 +220,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     if (kind == OpKind::Accum) acc_elems += out[0].numel();
   }
   k.smem_bytes = static_cast<int64_t>(smem);
+  if (synchronous_loads) k.stage_bytes = 0;  // targets::pipeline_stages: not pipelined
   k.regs_per_thread = regs_for(acc_elems, p.threads, t);
   k.barriers_per_block = p.loop * loop_depth + epilogue_depth;
   return w;

@@ -136,6 +136,10 @@ int64_t resident_blocks_per_sm(const Target& t, int64_t threads, int64_t smem_by
 // gives each SM.
 int64_t busy_blocks_per_sm(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes);
 
+// Bytes one asynchronous global->shared copy moves (cp.async.cg; PTX ISA): a loop's loads are pipelined only when
+// they move whole copies, so the cost model and the lowering agree on which loops wait for their loads.
+constexpr int64_t kAsyncCopyBytes = 16;
+
 // Buffers a for-loop's asynchronous loads get (software pipelining, docs/lowering.md): the most, up to 4 and up to
 // the loop's iterations, for which the block's shared memory (`smem_bytes` with one buffer, plus `stage_bytes` per
 // extra buffer) fits and costs no busy block; 1 (not pipelined) when not even two do, when the target has no

@@ -175,7 +175,8 @@ void choose_instructions(Kernel& k, const LoweredProgram& p, const targets::Targ
       if (s.kind != StmtKind::Load && s.kind != StmtKind::Store) continue;
       const Tile& tile = k.tiles[static_cast<size_t>(s.kind == StmtKind::Load ? s.dst : s.a)];
       s.vector_bytes = global_access_bytes(s, p.tensors[static_cast<size_t>(s.tensor)], tile);
-      s.async = s.kind == StmtKind::Load && s.vector_bytes == 16 && tile.space == Space::shared &&
+      s.async = s.kind == StmtKind::Load && s.vector_bytes == targets::kAsyncCopyBytes &&
+                tile.space == Space::shared &&
                 target.async.cp_async;
     }
   for (size_t t = 0; t < k.tiles.size(); ++t) k.tiles[t].swizzled = swizzlable(k, static_cast<int>(t));

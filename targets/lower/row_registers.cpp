@@ -11,7 +11,8 @@
 // RegisterLayout of atoms_n = N/n, k_split 1; row vectors [.., M, 1] alongside). The pass starts from every tile a
 // statement could compute in registers and drops, until nothing changes, each tile whose writer cannot work in a
 // family layout or whose readers cannot take it from registers; then, while the family's live registers exceed
-// three quarters of a thread's, the largest tile live at the peak. What stays becomes Space::registers.
+// three quarters of a thread's (or one tile a third), the largest tile live at the peak. What stays becomes
+// Space::registers.
 #include <algorithm>
 #include <bit>
 #include <map>
@@ -263,13 +264,16 @@ class RowRegisters {
   }
 
   // Liveness over the statements in order (the body's positions count for every iteration: a tile it reads before
-  // writing, or that lives across its ends, is live through the whole body). Registers of the statement's dst (and
-  // a matmul's A) and of tiles read later count at each statement; an elementwise operand that dies there is
-  // reused by the compiler. Returns the largest candidate live where the sum passes three quarters of a thread's
-  // registers, or -1. (The quarter left holds fragments, addresses and the compiler's scheduling: checked with
-  // ptxas -v on the examples' candidates and tests/gpu/specs, bench/notes-fast-kernels-1.md.)
+  // writing, or that lives across its ends, is live through the whole body). Registers of the statement's dst and
+  // of tiles read later count at each statement; an operand that dies there is reused by the compiler. Returns the
+  // largest candidate live where the sum passes three quarters of a thread's registers, or where one tile takes
+  // more than a third (its values, its A fragments and the matmul's prefetched B fragments then crowd out the rest),
+  // or -1. Both fractions were checked with ptxas -v on every attention candidate of the examples and on
+  // tests/gpu/specs (bench/notes-fast-kernels-1.md): a 64-register S tile beside 64-register accumulators fits
+  // without spills (241 registers), a 128-register S tile spills.
   int largest_at_register_peak() const {
     const int64_t limit = t_.registers.max_regs_per_thread * 3 / 4;
+    const int64_t tile_limit = t_.registers.max_regs_per_thread / 3;
     const int64_t n = static_cast<int64_t>(order_.size());
     const int64_t body_begin = static_cast<int64_t>(k_.prologue.size()),
                   body_end = body_begin + static_cast<int64_t>(k_.body.size());
@@ -298,17 +302,16 @@ class RowRegisters {
     }
     for (int64_t i = 0; i < n; ++i) {
       const Stmt& s = *order_[static_cast<size_t>(i)];
-      std::vector<int> here = stmt_writes(s);
-      if (s.kind == StmtKind::Matmul) here.push_back(s.a);  // A's fragments are formed while D accumulates
+      const std::vector<int> writes = stmt_writes(s);
       int64_t live = 0, largest = -1, largest_regs = -1;
       for (const auto& [t, sp] : span) {
-        const bool used_here = std::count(here.begin(), here.end(), t) > 0;
-        if (!(used_here || (sp.first <= i && sp.second > i))) continue;
+        const bool dst = std::count(writes.begin(), writes.end(), t) > 0;
+        if (!(dst || (sp.first <= i && sp.second > i))) continue;
         const int64_t r = registers(tile(t), families_.at(t));
         live += r;
         if (r > largest_regs) largest = t, largest_regs = r;
       }
-      if (live > limit) return static_cast<int>(largest);
+      if (live > limit || largest_regs > tile_limit) return static_cast<int>(largest);
     }
     return -1;
   }

@@ -208,6 +208,32 @@ TEST(CostModel, NarrowColumnStripsPayWholeSectors) {
   std::cout << "8-column strips " << strips.total_us << " us, whole rows " << rows.total_us << " us\n";
 }
 
+// A for-loop pipelines only loads that move whole 16-byte asynchronous copies: the same accumulation over 32
+// iterations of rows of 8 f16 (16 bytes) is pipelined, over rows of one f16 (the split-KV combine's partial sums)
+// every iteration waits for its load (iteration_latency_us each).
+std::string column_sum(int columns) {
+  const std::string n = std::to_string(columns);
+  return "kernel sum(X: f16[32,512," + n + "]) {\n"
+         "  Y = block(X) grid=[512,1,1] threads=128 loop=32 {\n"
+         "    x = iter(X, imap=[1,-,-], fmap=0)\n"
+         "    a = acc_sum(x)\n"
+         "    save(a, omap=[1,-,-])\n"
+         "  }\n"
+         "  return Y\n"
+         "}\n";
+}
+
+TEST(CostModel, LoopsWaitForLoadsNarrowerThanAnAsyncCopy) {
+  const auto& t = target("h200");
+  Cost vectors = cost(column_sum(8)), elements = cost(column_sum(1));
+  EXPECT_GT(vectors.kernels[0].stages, 1) << vectors.str();
+  EXPECT_EQ(elements.kernels[0].stages, 1) << elements.str();
+  EXPECT_DOUBLE_EQ(elements.kernels[0].latency_us, 32 * t.cost.iteration_latency_us) << elements.str();
+  EXPECT_LT(vectors.total_us, elements.total_us) << vectors.str() << elements.str();
+  std::cout << "32 iterations of 16-byte rows " << vectors.total_us << " us, of 2-byte rows " << elements.total_us
+            << " us\n";
+}
+
 // A block whose tiles cannot fit the opt-in shared memory is infeasible, not cheap.
 TEST(CostModel, OversizedBlockIsInfeasible) {
   Cost c = cost(
