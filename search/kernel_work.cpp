@@ -141,6 +141,56 @@ Flops op_flops(ir::OpCode op, std::span<const TensorType> in, std::span<const Te
   }
 }
 
+namespace {
+
+// Whether the lowering keeps a block op's result in registers, each warp holding whole rows of it (pass
+// keep_rows_in_registers, restated in its essentials since search/ may not depend on lowering code): a matmul on
+// tensor cores whose row blocks of the warp-scope instruction give every warp rows of its own, or an elementwise
+// op, a last-dim reduction or an accumulator of such a tensor with the same rows; and a thread's share of the
+// tensor at most a third of its registers (the lowering's limit for one tile).
+bool held_in_rows(const Node& nd, OpKind kind, std::span<const ir::TensorId> ops, std::span<const TensorType> in,
+                  const TensorType& out, const Flops& f, const std::vector<char>& in_rows, int64_t warps,
+                  int64_t threads, const targets::Target& t) {
+  if (warps < 1 || out.rank < 2) return false;
+  if (out.numel() / threads > t.registers.max_regs_per_thread / 3) return false;
+  auto rows_of = [](const TensorType& x) {
+    return std::vector<int64_t>(x.dims.begin(), x.dims.begin() + x.rank - 1);
+  };
+  switch (kind) {
+    case OpKind::Matmul: {
+      if (f.tensor <= 0) return false;
+      int64_t m_atom = 0;
+      for (const auto& mi : t.matrix)
+        if ((mi.scope == "warp" || mi.scope == "wave") && mi.has_lane_layouts() &&
+            std::find(mi.ab_types.begin(), mi.ab_types.end(), ir::dtype_name(in[1].dtype)) != mi.ab_types.end()) {
+          m_atom = mi.m;
+          break;
+        }
+      if (m_atom == 0) return false;
+      const int64_t m = out.dim(out.rank - 2);
+      const int64_t batches = out.numel() / (m * out.dim(out.rank - 1));
+      return batches * ((m + m_atom - 1) / m_atom) >= warps && !in_rows[ops[1]];
+    }
+    case OpKind::Unary:
+    case OpKind::Binary:
+    case OpKind::Accum: {
+      bool any = false;
+      for (size_t i = 0; i < ops.size(); ++i)
+        if (in_rows[ops[i]]) {
+          if (rows_of(in[i]) != rows_of(out)) return false;
+          any = true;
+        }
+      return any && (kind != OpKind::Accum || in_rows[ops[0]]);
+    }
+    case OpKind::Reduce:
+      return in_rows[ops[0]] && nd.attrs.dim == in[0].rank - 1 && rows_of(in[0]) == rows_of(out);
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   const Graph& body = g.body(n);
   const ir::BlockParams& p = body.block_params();
@@ -160,6 +210,10 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   std::vector<int64_t> depth(body.num_tensors(), 0);
   int64_t loop_depth = 0, epilogue_depth = 0, acc_elems = 0, saves = 0;
   bool synchronous_loads = false;
+  // in_rows[t]: tensor t is computed in registers, each warp holding whole rows of it (the lowering's pass
+  // keep_rows_in_registers, docs/lowering.md "Chains over rows in registers"), so no barrier precedes its readers.
+  std::vector<char> in_rows(body.num_tensors(), 0);
+  const int64_t warps = p.threads / t.execution.warp_size;
   double smem = 0;
   for (const Node& nd : body.nodes()) {
     const auto ops = body.operands(nd);
@@ -208,14 +262,20 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     for (ir::TensorId o : ops) d = std::max(d, (epi && !after[o]) ? 0 : depth[o]);
     const auto in = types_of(body, ops);
     const auto out = result_types(body, nd);
-    add_flops(w, op_flops(nd.op, in, out, t), blocks * static_cast<double>(epi ? 1 : p.loop));
-    for (const auto& o : out) smem += static_cast<double>(o.numel() * ir::dtype_bytes(kComputeType));
+    const Flops f = op_flops(nd.op, in, out, t);
+    add_flops(w, f, blocks * static_cast<double>(epi ? 1 : p.loop));
+    const bool rows = nd.num_results == 1 && held_in_rows(nd, kind, ops, in, out[0], f, in_rows, warps, p.threads, t);
+    if (!rows)
+      for (const auto& o : out) smem += static_cast<double>(o.numel() * ir::dtype_bytes(kComputeType));
+    // A statement in registers works on its own rows: it needs no barrier level of its own.
+    const int64_t level_of = rows ? std::max<int64_t>(d, 1) : d + 1;
     int64_t& level = epi ? epilogue_depth : loop_depth;
-    level = std::max(level, d + 1);
+    level = std::max(level, level_of);
     for (int i = 0; i < nd.num_results; ++i) {
       ir::TensorId ri = body.result(nd, i);
       after[ri] = epi || kind == OpKind::Accum;
-      depth[ri] = kind == OpKind::Accum ? 0 : d + 1;
+      depth[ri] = kind == OpKind::Accum ? 0 : level_of;
+      in_rows[ri] = rows;
     }
     if (kind == OpKind::Accum) acc_elems += out[0].numel();
   }

@@ -167,10 +167,15 @@ void choose_instructions(Kernel& k, const LoweredProgram& p, const targets::Targ
         if (s.atom >= 0) s.atoms_n = matmul_tiling(s, k, target).atoms_n;
       }
       if (s.kind == StmtKind::Reduce) {
-        // A warp per output once every lane has an element to fold; shorter groups fold faster in one thread.
+        // A warp per output once every lane has an element to fold; shorter groups fold faster in one thread. Only
+        // along the innermost dim: the lanes of a warp folding down a column would read one bank (rows of a power
+        // of two of words), where threads folding neighbouring columns read neighbouring words.
         const Tile& x = k.tiles[static_cast<size_t>(s.a)];
         const int64_t groups = x.shape[static_cast<size_t>(s.dim)] / s.to;
-        s.by_warps = groups >= target.execution.warp_size && k.block[0] % target.execution.warp_size == 0;
+        int64_t inner = 1;
+        for (size_t d = static_cast<size_t>(s.dim) + 1; d < x.shape.size(); ++d) inner *= x.shape[d];
+        s.by_warps = groups >= target.execution.warp_size && k.block[0] % target.execution.warp_size == 0 &&
+                     inner == 1;
       }
       if (s.kind != StmtKind::Load && s.kind != StmtKind::Store) continue;
       const Tile& tile = k.tiles[static_cast<size_t>(s.kind == StmtKind::Load ? s.dst : s.a)];
