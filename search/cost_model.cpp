@@ -92,8 +92,9 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
   if (rest > 0) add(rest, 1);
   k.memory_us = memory_s * 1e6;
   k.compute_us = compute_s * 1e6;
-  // Barriers are latency: each wave pays one block's chain of them, less what the other blocks resident on
-  // the same SM hide by working while it waits.
+  // Barriers are latency: each wave pays one block's chain of them (barrier_ns: one statement pass over shared
+  // memory behind its barrier, as generated code makes it; a predefined op is generated code too), less what the
+  // other blocks resident on the same SM hide by working while it waits.
   const int64_t resident = std::min(k.blocks_per_sm, ceil_div(k.blocks, t.execution.sms));
   k.barrier_us = static_cast<double>(k.waves * k.barriers_per_block) * t.cost.barrier_ns * 1e-3 /
                  static_cast<double>(resident);

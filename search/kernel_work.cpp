@@ -198,8 +198,10 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   KernelCost& k = w.k;
   k.label = label_of(g, n);
   k.blocks = p.grid[0] * p.grid[1] * p.grid[2];
-  k.threads = p.threads;
   k.loop = p.loop;
+  bool has_matmul = false;
+  for (const Node& nd : body.nodes()) has_matmul = has_matmul || nd.op == ir::OpCode::matmul;
+  k.threads = targets::block_threads(t, k.blocks, p.threads, has_matmul);
   const double blocks = static_cast<double>(k.blocks);
   const double l2_share = static_cast<double>(t.memory.l2_bytes) / static_cast<double>(t.memory.l2_domains);
 
@@ -213,7 +215,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   // in_rows[t]: tensor t is computed in registers, each warp holding whole rows of it (the lowering's pass
   // keep_rows_in_registers, docs/lowering.md "Chains over rows in registers"), so no barrier precedes its readers.
   std::vector<char> in_rows(body.num_tensors(), 0);
-  const int64_t warps = p.threads / t.execution.warp_size;
+  const int64_t warps = k.threads / t.execution.warp_size;
   double smem = 0;
   for (const Node& nd : body.nodes()) {
     const auto ops = body.operands(nd);
@@ -264,7 +266,8 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     const auto out = result_types(body, nd);
     const Flops f = op_flops(nd.op, in, out, t);
     add_flops(w, f, blocks * static_cast<double>(epi ? 1 : p.loop));
-    const bool rows = nd.num_results == 1 && held_in_rows(nd, kind, ops, in, out[0], f, in_rows, warps, p.threads, t);
+    const bool rows =
+        nd.num_results == 1 && held_in_rows(nd, kind, ops, in, out[0], f, in_rows, warps, k.threads, t);
     if (!rows)
       for (const auto& o : out) smem += static_cast<double>(o.numel() * ir::dtype_bytes(kComputeType));
     // A statement in registers works on its own rows: it needs no barrier level of its own.
@@ -281,7 +284,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   }
   k.smem_bytes = static_cast<int64_t>(smem);
   if (synchronous_loads) k.stage_bytes = 0;  // targets::pipeline_stages: not pipelined
-  k.regs_per_thread = regs_for(acc_elems, p.threads, t);
+  k.regs_per_thread = regs_for(acc_elems, k.threads, t);
   k.barriers_per_block = p.loop * loop_depth + epilogue_depth;
   return w;
 }

@@ -672,6 +672,12 @@ int64_t busy_blocks_per_sm(const Target& t, int64_t blocks, int64_t threads, int
   return std::min(resident_blocks_per_sm(t, threads, smem_bytes, 0), (blocks + sms - 1) / sms);
 }
 
+int64_t block_threads(const Target& t, int64_t blocks, int64_t threads, bool has_matmul) {
+  if (has_matmul) return threads;
+  while (blocks < t.execution.sms && threads * 2 <= t.execution.max_threads_per_block / 2) threads *= 2;
+  return threads;
+}
+
 int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t stage_bytes,
                         int64_t loop) {
   // Four buffers keep three iterations' copies in flight; more bought nothing in the kernels measured so far.

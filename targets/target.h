@@ -136,6 +136,12 @@ int64_t resident_blocks_per_sm(const Target& t, int64_t threads, int64_t smem_by
 // gives each SM.
 int64_t busy_blocks_per_sm(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes);
 
+// Threads a block op's kernel runs with: the block graph's `threads`, raised by doublings up to half the target's
+// max_threads_per_block while the grid gives fewer blocks than the target has SMs, for a block graph without
+// matmuls (whose warp tilings the block's warps set): its statements then divide each tile among more threads and
+// more warps hide each other's latency. The one rule: the lowering launches with it, the cost model prices it.
+int64_t block_threads(const Target& t, int64_t blocks, int64_t threads, bool has_matmul);
+
 // Bytes one asynchronous global->shared copy moves (cp.async.cg; PTX ISA): a loop's loads are pipelined only when
 // they move whole copies, so the cost model and the lowering agree on which loops wait for their loads.
 constexpr int64_t kAsyncCopyBytes = 16;

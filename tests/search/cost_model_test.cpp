@@ -105,8 +105,9 @@ TEST(CostModel, ElementwiseIsBytesOverBandwidth) {
   std::cout << "exp f32[16384,8192]: " << c.total_us << " us, bytes/bandwidth " << ideal_us << " us\n";
 }
 
-// (d) A large f16 matmul runs at the achievable tensor peak: 2 x 8192^3 = 1.0995 TFLOP / (989 TF x 0.67) =
-// 1659 us. Within 10% (wave quantization, barriers, launch).
+// (d) A large f16 matmul's compute is its FLOPs at the achievable tensor peak: 2 x 8192^3 = 1.0995 TFLOP / (989 TF
+// x 0.67) = 1659 us. Within 10% (wave quantization). The total adds the latency of its K loop's statement passes
+// (barrier_ns each, fitted to generated code), which a library kernel would hide.
 TEST(CostModel, LargeMatmulIsFlopsOverTensorPeak) {
   const auto& t = target("h200");
   Cost c = cost(
@@ -117,7 +118,8 @@ TEST(CostModel, LargeMatmulIsFlopsOverTensorPeak) {
   double flops = 2.0 * 8192.0 * 8192.0 * 8192.0;
   double ideal_us = flops / (t.peak.f16_tensor * 1e12 * t.cost.tensor_efficiency) * 1e6;
   EXPECT_DOUBLE_EQ(c.kernels[0].tensor_flops, flops) << c.str();
-  EXPECT_NEAR(c.total_us, ideal_us, 0.1 * ideal_us) << "ideal " << ideal_us << " us\n" << c.str();
+  EXPECT_NEAR(c.kernels[0].compute_us, ideal_us, 0.1 * ideal_us) << "ideal " << ideal_us << " us\n" << c.str();
+  EXPECT_GE(c.total_us, c.kernels[0].compute_us) << c.str();
   std::cout << "matmul 8192^3 f16: " << c.total_us << " us, FLOPs/peak " << ideal_us << " us\n";
 }
 

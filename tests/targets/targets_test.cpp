@@ -148,7 +148,7 @@ TEST(Targets, H200InheritsFromH100) {
   EXPECT_TRUE(t.async.wgmma && t.async.tma && t.async.clusters);
   EXPECT_EQ(t.peak.f16_tensor, 989);
   EXPECT_DOUBLE_EQ(t.cost.dram_efficiency, 0.885);
-  EXPECT_DOUBLE_EQ(t.cost.barrier_ns, 20);  // inherited from [cost] of h100 while two keys are overridden
+  EXPECT_DOUBLE_EQ(t.cost.barrier_ns, 500);  // inherited from [cost] of h100 while two keys are overridden
 
   const MatrixInstr* wgmma = find_matrix(t, "wgmma.mma_async.m64nNk16");
   ASSERT_NE(wgmma, nullptr);
@@ -173,6 +173,18 @@ TEST(Targets, H100) {
   EXPECT_EQ(t.memory.l2_bytes, 52428800);
   EXPECT_EQ(t.memory.dram_bandwidth_gbps, 3350);
   EXPECT_EQ(t.matrix.size(), 2u);
+}
+
+// The one threads rule (targets::block_threads): a grid that leaves SMs idle gets more threads per block, up to
+// half the block limit, unless it has matmuls (whose warp tilings the block's warps set).
+TEST(Targets, SmallGridsWithoutMatmulsGetMoreThreads) {
+  const Target t = find_target("h100", kTargets);
+  ASSERT_EQ(t.execution.max_threads_per_block, 1024);
+  EXPECT_EQ(block_threads(t, 8, 128, false), 512);
+  EXPECT_EQ(block_threads(t, 8, 32, false), 512);
+  EXPECT_EQ(block_threads(t, 8, 128, true), 128);
+  EXPECT_EQ(block_threads(t, t.execution.sms, 128, false), 128);
+  EXPECT_EQ(block_threads(t, 8, 512, false), 512);
 }
 
 TEST(Targets, A100AndRtx4090) {

@@ -4,7 +4,7 @@
 //   X: input f16[4,32]
 //   S: output f16[4,32]
 // Kernels, in launch order:
-//   ref_k0_S grid [1,1,1] block [128,1,1] shared 784 B  node 'S' (tests/verify/catalogue/true/07_online_softmax.mg:4:7)
+//   ref_k0_S grid [1,1,1] block [512,1,1] shared 784 B  node 'S' (tests/verify/catalogue/true/07_online_softmax.mg:4:7)
 //
 // kernel ref(X: f16[4,32]) {
 //   S = block(X) grid=[1,1,1] threads=128 loop=1 {
@@ -25,8 +25,8 @@
 
 // ---- kernel 0: node 'S' (tests/verify/catalogue/true/07_online_softmax.mg:4:7)
 // S = softmax(X, dim=1)
-// grid [1,1,1], 128 threads, 784 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128, 1) ref_k0_S(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S) {
+// grid [1,1,1], 512 threads, 784 bytes of shared memory, loop of 1
+extern "C" __global__ void __launch_bounds__(512, 1) ref_k0_S(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   using S_x = mg::Shape<1, 1, 4, 32>;
   mg::f16* const t_x = reinterpret_cast<mg::f16*>(mg_smem + 512);  // f16[4,32]
@@ -68,10 +68,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) ref_k0_S(const mg::f16* __r
 //   S: output f16[4,32]
 //   workspace: workspace 1024 bytes
 // Kernels, in launch order:
-//   cand_k0_M grid [4,1,1] block [32,1,1] shared 176 B  node 'M,L' (tests/verify/catalogue/true/07_online_softmax.mg:9:10)
-//   cand_k1_D grid [1,1,1] block [128,1,1] shared 784 B  node 'D' (tests/verify/catalogue/true/07_online_softmax.mg:20:7)
-//   cand_k2_E grid [1,1,1] block [128,1,1] shared 768 B  node 'E' (tests/verify/catalogue/true/07_online_softmax.mg:21:7)
-//   cand_k3_S grid [1,1,1] block [128,1,1] shared 784 B  node 'S' (tests/verify/catalogue/true/07_online_softmax.mg:22:7)
+//   cand_k0_M grid [4,1,1] block [512,1,1] shared 176 B  node 'M,L' (tests/verify/catalogue/true/07_online_softmax.mg:9:10)
+//   cand_k1_D grid [1,1,1] block [512,1,1] shared 784 B  node 'D' (tests/verify/catalogue/true/07_online_softmax.mg:20:7)
+//   cand_k2_E grid [1,1,1] block [512,1,1] shared 768 B  node 'E' (tests/verify/catalogue/true/07_online_softmax.mg:21:7)
+//   cand_k3_S grid [1,1,1] block [512,1,1] shared 784 B  node 'S' (tests/verify/catalogue/true/07_online_softmax.mg:22:7)
 //
 // kernel cand(X: f16[4,32]) {
 //   M, L = block(X) grid=[4,1,1] threads=32 loop=4 {
@@ -113,8 +113,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) ref_k0_S(const mg::f16* __r
 
 // ---- kernel 0: node 'M,L' (tests/verify/catalogue/true/07_online_softmax.mg:9:10)
 // M, L = block(X) grid=[4,1,1] threads=32 loop=4
-// grid [4,1,1], 32 threads, 176 bytes of shared memory, loop of 4
-extern "C" __global__ void __launch_bounds__(32, 1) cand_k0_M(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
+// grid [4,1,1], 512 threads, 176 bytes of shared memory, loop of 4
+extern "C" __global__ void __launch_bounds__(512, 1) cand_k0_M(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   const long long bx = blockIdx.x;
   mg::f16* const g_M = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[4,1]
@@ -175,8 +175,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) cand_k0_M(const mg::f16* __r
 
 // ---- kernel 1: node 'D' (tests/verify/catalogue/true/07_online_softmax.mg:20:7)
 // D = sub(X, M)
-// grid [1,1,1], 128 threads, 784 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128, 1) cand_k1_D(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
+// grid [1,1,1], 512 threads, 784 bytes of shared memory, loop of 1
+extern "C" __global__ void __launch_bounds__(512, 1) cand_k1_D(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   mg::f16* const g_M = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[4,1]
   mg::f16* const g_D = reinterpret_cast<mg::f16*>(p_workspace + 512);  // f16[4,32]
@@ -200,8 +200,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) cand_k1_D(const mg::f16* __
 
 // ---- kernel 2: node 'E' (tests/verify/catalogue/true/07_online_softmax.mg:21:7)
 // E = exp(D)
-// grid [1,1,1], 128 threads, 768 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128, 1) cand_k2_E(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
+// grid [1,1,1], 512 threads, 768 bytes of shared memory, loop of 1
+extern "C" __global__ void __launch_bounds__(512, 1) cand_k2_E(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   mg::f16* const g_D = reinterpret_cast<mg::f16*>(p_workspace + 512);  // f16[4,32]
   mg::f16* const g_E = reinterpret_cast<mg::f16*>(p_workspace + 768);  // f16[4,32]
@@ -221,8 +221,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) cand_k2_E(const mg::f16* __
 
 // ---- kernel 3: node 'S' (tests/verify/catalogue/true/07_online_softmax.mg:22:7)
 // S = div(E, L)
-// grid [1,1,1], 128 threads, 784 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128, 1) cand_k3_S(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
+// grid [1,1,1], 512 threads, 784 bytes of shared memory, loop of 1
+extern "C" __global__ void __launch_bounds__(512, 1) cand_k3_S(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   mg::f16* const g_L = reinterpret_cast<mg::f16*>(p_workspace + 256);  // f16[4,1]
   mg::f16* const g_E = reinterpret_cast<mg::f16*>(p_workspace + 768);  // f16[4,32]

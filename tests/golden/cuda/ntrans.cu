@@ -7,11 +7,11 @@
 //   Y: output f16[8,4096]
 //   workspace: workspace 262144 bytes
 // Kernels, in launch order:
-//   ntrans_k0_HN grid [8,1,1] block [128,1,1] shared 24592 B  node 'HN' (examples/ntrans.mg:4:8)
-//   ntrans_k1_D grid [8,4,1] block [128,1,1] shared 8192 B  node 'D' (examples/ntrans.mg:5:7)
-//   ntrans_k2_AD grid [8,4,1] block [128,1,1] shared 8192 B  node 'AD' (examples/ntrans.mg:6:8)
-//   ntrans_k3_Z grid [8,4,1] block [128,1,1] shared 8192 B  node 'Z' (examples/ntrans.mg:7:7)
-//   ntrans_k4_Y grid [8,1,1] block [128,1,1] shared 24592 B  node 'Y' (examples/ntrans.mg:8:7)
+//   ntrans_k0_HN grid [8,1,1] block [512,1,1] shared 24592 B  node 'HN' (examples/ntrans.mg:4:8)
+//   ntrans_k1_D grid [8,4,1] block [512,1,1] shared 8192 B  node 'D' (examples/ntrans.mg:5:7)
+//   ntrans_k2_AD grid [8,4,1] block [512,1,1] shared 8192 B  node 'AD' (examples/ntrans.mg:6:8)
+//   ntrans_k3_Z grid [8,4,1] block [512,1,1] shared 8192 B  node 'Z' (examples/ntrans.mg:7:7)
+//   ntrans_k4_Y grid [8,1,1] block [512,1,1] shared 24592 B  node 'Y' (examples/ntrans.mg:8:7)
 //
 // kernel ntrans(H: f16[8,4096], X: f16[8,4096], alpha: f16[8,4096]) {
 //   HN = block(H) grid=[8,1,1] threads=128 loop=1 {
@@ -55,8 +55,8 @@
 
 // ---- kernel 0: node 'HN' (examples/ntrans.mg:4:8)
 // HN = rms_norm(H, dim=1)
-// grid [8,1,1], 128 threads, 24592 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k0_HN(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
+// grid [8,1,1], 512 threads, 24592 bytes of shared memory, loop of 1
+extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k0_HN(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   const long long bx = blockIdx.x;
   mg::f16* const g_HN = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[8,4096]
@@ -90,8 +90,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k0_HN(const mg::f16*
 
 // ---- kernel 1: node 'D' (examples/ntrans.mg:5:7)
 // D = sub(HN, X)
-// grid [8,4,1], 128 threads, 8192 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k1_D(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
+// grid [8,4,1], 512 threads, 8192 bytes of shared memory, loop of 1
+extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k1_D(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   const long long bx = blockIdx.x, by = blockIdx.y;
   mg::f16* const g_HN = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[8,4096]
@@ -117,8 +117,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k1_D(const mg::f16* 
 
 // ---- kernel 2: node 'AD' (examples/ntrans.mg:6:8)
 // AD = mul(alpha, D)
-// grid [8,4,1], 128 threads, 8192 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k2_AD(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
+// grid [8,4,1], 512 threads, 8192 bytes of shared memory, loop of 1
+extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k2_AD(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   const long long bx = blockIdx.x, by = blockIdx.y;
   mg::f16* const g_D = reinterpret_cast<mg::f16*>(p_workspace + 65536);  // f16[8,4096]
@@ -144,8 +144,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k2_AD(const mg::f16*
 
 // ---- kernel 3: node 'Z' (examples/ntrans.mg:7:7)
 // Z = add(X, AD)
-// grid [8,4,1], 128 threads, 8192 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k3_Z(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
+// grid [8,4,1], 512 threads, 8192 bytes of shared memory, loop of 1
+extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k3_Z(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   const long long bx = blockIdx.x, by = blockIdx.y;
   mg::f16* const g_AD = reinterpret_cast<mg::f16*>(p_workspace + 131072);  // f16[8,4096]
@@ -171,8 +171,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k3_Z(const mg::f16* 
 
 // ---- kernel 4: node 'Y' (examples/ntrans.mg:8:7)
 // Y = rms_norm(Z, dim=1)
-// grid [8,1,1], 128 threads, 24592 bytes of shared memory, loop of 1
-extern "C" __global__ void __launch_bounds__(128, 1) ntrans_k4_Y(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
+// grid [8,1,1], 512 threads, 24592 bytes of shared memory, loop of 1
+extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k4_Y(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   const long long bx = blockIdx.x;
   mg::f16* const g_Z = reinterpret_cast<mg::f16*>(p_workspace + 196608);  // f16[8,4096]
