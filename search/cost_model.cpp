@@ -96,8 +96,10 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
   // memory behind its barrier, as generated code makes it; a predefined op is generated code too), less what the
   // other blocks resident on the same SM hide by working while it waits.
   const int64_t resident = std::min(k.blocks_per_sm, ceil_div(k.blocks, t.execution.sms));
-  k.barrier_us = static_cast<double>(k.waves * k.barriers_per_block) * t.cost.barrier_ns * 1e-3 /
-                 static_cast<double>(resident);
+  k.barrier_us = static_cast<double>(k.waves) *
+                 (static_cast<double>(k.barriers_per_block) * t.cost.barrier_ns +
+                  k.pass_elements_per_block * t.cost.pass_element_ns) *
+                 1e-3 / static_cast<double>(resident);
   // Loads are latency too: a block of an unpipelined loop waits for each iteration's, of a pipelined one for the
   // first only. Counted for one block's chain: blocks of later waves overlap earlier ones' waits (docs/cost-model.md,
   // "Load latency"; the constant is measured per target).

@@ -37,6 +37,9 @@ struct KernelCost {
   double tensor_flops = 0;     // executed on matrix instructions, padded to their shapes
   double vector_flops = 0;
   int64_t barriers_per_block = 0;
+  // Elements a thread handles in the statement passes of one block's chain: per barrier level, the largest tile
+  // computed there over the block's threads, summed over the levels of every iteration (block ops only).
+  double pass_elements_per_block = 0;
   // Time, microseconds. time_us = waves' throughput time + barrier and load latency + launch.
   double memory_us = 0;   // DRAM, L2 and shared-memory fill: the slowest, summed over waves
   double compute_us = 0;  // tensor + vector on the busiest SM, summed over waves

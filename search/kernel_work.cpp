@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 
 namespace morgana::search::detail {
@@ -212,6 +213,8 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   std::vector<int64_t> depth(body.num_tensors(), 0);
   int64_t loop_depth = 0, epilogue_depth = 0, acc_elems = 0, saves = 0;
   bool synchronous_loads = false;
+  // The largest per-thread share of a tile computed at each barrier level of the loop body and of the epilogue.
+  std::map<int64_t, double> loop_pass, epilogue_pass;
   // in_rows[t]: tensor t is computed in registers, each warp holding whole rows of it (the lowering's pass
   // keep_rows_in_registers, docs/lowering.md "Chains over rows in registers"), so no barrier precedes its readers.
   std::vector<char> in_rows(body.num_tensors(), 0);
@@ -274,6 +277,13 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     const int64_t level_of = rows ? std::max<int64_t>(d, 1) : d + 1;
     int64_t& level = epi ? epilogue_depth : loop_depth;
     level = std::max(level, level_of);
+    if (!rows) {
+      double share = 0;
+      for (const auto& x : in) share = std::max(share, static_cast<double>(x.numel()));
+      share = std::max(share, static_cast<double>(out[0].numel())) / static_cast<double>(k.threads);
+      double& pass = (epi ? epilogue_pass : loop_pass)[level_of];
+      pass = std::max(pass, share);
+    }
     for (int i = 0; i < nd.num_results; ++i) {
       ir::TensorId ri = body.result(nd, i);
       after[ri] = epi || kind == OpKind::Accum;
@@ -286,6 +296,8 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   if (synchronous_loads) k.stage_bytes = 0;  // targets::pipeline_stages: not pipelined
   k.regs_per_thread = regs_for(acc_elems, k.threads, t);
   k.barriers_per_block = p.loop * loop_depth + epilogue_depth;
+  for (const auto& [level, share] : loop_pass) k.pass_elements_per_block += static_cast<double>(p.loop) * share;
+  for (const auto& [level, share] : epilogue_pass) k.pass_elements_per_block += share;
   return w;
 }
 

@@ -236,6 +236,32 @@ TEST(CostModel, LoopsWaitForLoadsNarrowerThanAnAsyncCopy) {
             << " us\n";
 }
 
+// A statement pass costs more the more elements each thread handles (pass_element_ns): the same chain over tiles of
+// twice the rows counts twice the elements per thread, and the barrier levels stay the same.
+std::string exp_rows(int rows) {
+  return "kernel e(X: f16[" + std::to_string(rows * 4) + ",128]) {\n"
+         "  Y = block(X) grid=[1,1,1] threads=128 loop=4 {\n"
+         "    x = iter(X, imap=[-,-,-], fmap=0)\n"
+         "    y = exp(x)\n"
+         "    a = acc_sum(y)\n"
+         "    save(a, omap=[-,-,-])\n"
+         "  }\n"
+         "  return Y\n"
+         "}\n";
+}
+
+TEST(CostModel, PassesCostPerElementEachThreadHandles) {
+  Cost small = cost(exp_rows(32)), large = cost(exp_rows(64));
+  EXPECT_EQ(small.kernels[0].barriers_per_block, large.kernels[0].barriers_per_block);
+  // exp and acc_sum each handle 32 x 128 elements over the block's threads, in each of 4 iterations.
+  const double threads = static_cast<double>(small.kernels[0].threads);
+  EXPECT_DOUBLE_EQ(small.kernels[0].pass_elements_per_block, 4 * 2 * 32 * 128 / threads) << small.str();
+  EXPECT_DOUBLE_EQ(large.kernels[0].pass_elements_per_block, 2 * small.kernels[0].pass_elements_per_block);
+  if (target("h200").cost.pass_element_ns > 0) {
+    EXPECT_LT(small.total_us, large.total_us);
+  }
+}
+
 // A block whose tiles cannot fit the opt-in shared memory is infeasible, not cheap.
 TEST(CostModel, OversizedBlockIsInfeasible) {
   Cost c = cost(
