@@ -544,29 +544,26 @@ __device__ __forceinline__ void mma_task(float (&acc)[ATOMS_N][Atom::c_values], 
   }
 }
 
-// The element of S (flat index) that value v of atom j of `lane` holds in task `task`, or -1 past M. A row vector
-// (N == 1) holds column 0 in every value of a row.
-template <class Atom, class S, int ATOMS_N>
+// The element of S (flat index) that value v of atom j of `lane` holds in task `task`. A row vector (N == 1) holds
+// column 0 in every value of a row. Past M: -1, or with CLAMP_ROWS row M - 1's element (an index for computing on
+// every value a thread holds, so that a register tile is rewritten whole instead of partly kept from the last
+// iteration, which would keep it alive across the loop; values of rows past M are never stored).
+template <class Atom, class S, int ATOMS_N, bool CLAMP_ROWS = false>
 __device__ __forceinline__ int task_element(int task, int j, int v, int lane) {
   constexpr int M = S::d2, N = S::d3, groups_n = N == 1 ? 1 : N / (Atom::n * ATOMS_N);
   constexpr int row_blocks = (M + Atom::m - 1) / Atom::m;
   const int ng = task % groups_n, mb = task / groups_n % row_blocks, bt = task / groups_n / row_blocks;
-  const int row = mb * Atom::m + Atom::c_row(lane, v);
+  int row = mb * Atom::m + Atom::c_row(lane, v);
   const int col = N == 1 ? 0 : ng * ATOMS_N * Atom::n + j * Atom::n + Atom::c_col(lane, v);
-  return M % Atom::m == 0 || row < M ? (bt * M + row) * N + col : -1;
+  if (M % Atom::m != 0 && row >= M) {
+    if constexpr (!CLAMP_ROWS) return -1;
+    row = M - 1;
+  }
+  return (bt * M + row) * N + col;
 }
-
-// The same with rows past M read as row M - 1: an index for computing on every value a thread holds, so that a
-// register tile is rewritten whole (never partly kept from the last iteration, which would keep it alive across the
-// loop); values of rows past M are never stored.
 template <class Atom, class S, int ATOMS_N>
 __device__ __forceinline__ int held_element(int task, int j, int v, int lane) {
-  constexpr int M = S::d2, N = S::d3, groups_n = N == 1 ? 1 : N / (Atom::n * ATOMS_N);
-  constexpr int row_blocks = (M + Atom::m - 1) / Atom::m;
-  const int ng = task % groups_n, mb = task / groups_n % row_blocks, bt = task / groups_n / row_blocks;
-  const int row = mb * Atom::m + Atom::c_row(lane, v);
-  const int col = N == 1 ? 0 : ng * ATOMS_N * Atom::n + j * Atom::n + Atom::c_col(lane, v);
-  return (bt * M + (M % Atom::m == 0 || row < M ? row : M - 1)) * N + col;
+  return task_element<Atom, S, ATOMS_N, true>(task, j, v, lane);
 }
 
 // dst = a·b (with `accumulate`, dst += a·b) on matrix instructions, batched like mg::matmul, dst in shared memory:
