@@ -106,6 +106,7 @@ struct Cost {
   double dram_short_run_efficiency = 0;  // DRAM efficiency of a tile row that is one sector of its operand's row
   double iteration_latency_us = 0;  // what a for-loop iteration whose loads are not pipelined waits for them
   double pass_element_ns = 0;  // a statement pass over shared memory, per element each thread handles (optional)
+  double overlap_miss = 0;     // fraction of the shorter of a wave's memory and compute time not hidden (optional)
 };
 
 struct Target {

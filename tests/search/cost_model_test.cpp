@@ -262,6 +262,19 @@ TEST(CostModel, PassesCostPerElementEachThreadHandles) {
   }
 }
 
+// Memory and compute overlap imperfectly: a one-wave kernel's throughput time is the longer of the two plus
+// overlap_miss of the shorter.
+TEST(CostModel, ShorterOfMemoryAndComputeShowsByOverlapMiss) {
+  const auto& t = target("h200");
+  const KernelCost k = cost(row_split(132, 64)).kernels[0];
+  ASSERT_EQ(k.waves, 1) << k.label;
+  const double throughput = k.time_us - k.barrier_us - k.latency_us - k.launch_us;
+  EXPECT_NEAR(throughput,
+              std::max(k.memory_us, k.compute_us) + t.cost.overlap_miss * std::min(k.memory_us, k.compute_us),
+              1e-9);
+  EXPECT_GT(t.cost.overlap_miss, 0) << "h200 inherits the H100's fitted overlap_miss";
+}
+
 // A block whose tiles cannot fit the opt-in shared memory is infeasible, not cheap.
 TEST(CostModel, OversizedBlockIsInfeasible) {
   Cost c = cost(
