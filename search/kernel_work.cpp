@@ -200,9 +200,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   k.label = label_of(g, n);
   k.blocks = p.grid[0] * p.grid[1] * p.grid[2];
   k.loop = p.loop;
-  bool has_matmul = false;
-  for (const Node& nd : body.nodes()) has_matmul = has_matmul || nd.op == ir::OpCode::matmul;
-  k.threads = targets::block_threads(t, k.blocks, p.threads, has_matmul);
+  k.threads = targets::block_threads(t, body);
   const double blocks = static_cast<double>(k.blocks);
   const double l2_share = static_cast<double>(t.memory.l2_bytes) / static_cast<double>(t.memory.l2_domains);
 

@@ -21,6 +21,7 @@
 #include <variant>
 
 #include "ir/diagnostic.h"
+#include "ir/graph.h"
 
 namespace morgana::targets {
 
@@ -678,6 +679,13 @@ int64_t block_threads(const Target& t, int64_t blocks, int64_t threads, bool has
   if (has_matmul) return threads;
   while (blocks < t.execution.sms && threads * 2 <= t.execution.max_threads_per_block / 2) threads *= 2;
   return threads;
+}
+
+int64_t block_threads(const Target& t, const ir::Graph& body) {
+  const ir::BlockParams& p = body.block_params();
+  bool has_matmul = false;
+  for (const ir::Node& n : body.nodes()) has_matmul = has_matmul || n.op == ir::OpCode::matmul;
+  return block_threads(t, p.grid[0] * p.grid[1] * p.grid[2], p.threads, has_matmul);
 }
 
 int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t stage_bytes,

@@ -5,11 +5,16 @@
 // docs/targets.md.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace morgana::ir {
+class Graph;
+}
 
 namespace morgana::targets {
 
@@ -72,6 +77,12 @@ struct MatrixInstr {
   std::vector<int64_t> a_rows, a_cols, b_rows, b_cols, c_rows, c_cols;
 
   bool has_lane_layouts() const { return !c_rows.empty(); }
+  // Values each lane holds of an operand whose lane layout is `layout` (a_rows, b_rows or c_rows): the layout's
+  // weights beyond the lane bits of a warp of `warp_size`.
+  static int64_t lane_values(const std::vector<int64_t>& layout, int64_t warp_size) {
+    const int lane_bits = std::countr_zero(static_cast<uint64_t>(warp_size));
+    return int64_t{1} << (static_cast<int>(layout.size()) - lane_bits);
+  }
 
   bool supports_n(int64_t candidate) const {
     return candidate >= n && candidate <= n_max && (candidate - n) % n_step == 0;
@@ -143,6 +154,8 @@ int64_t busy_blocks_per_sm(const Target& t, int64_t blocks, int64_t threads, int
 // matmuls (whose warp tilings the block's warps set): its statements then divide each tile among more threads and
 // more warps hide each other's latency. The one rule: the lowering launches with it, the cost model prices it.
 int64_t block_threads(const Target& t, int64_t blocks, int64_t threads, bool has_matmul);
+// The same read off a block graph (its grid, threads and ops).
+int64_t block_threads(const Target& t, const ir::Graph& body);
 
 // Bytes one asynchronous global->shared copy moves (cp.async.cg; PTX ISA): a loop's loads are pipelined only when
 // they move whole copies, so the cost model and the lowering agree on which loops wait for their loads.

@@ -70,9 +70,30 @@ int choose_atom(const Stmt& s, const Kernel& k, const targets::Target& t, const 
   return -1;
 }
 
+// Whether tile t is written only by statements `writer` accepts and read, at least once, only as an operand of
+// matmuls (running on a matrix instruction, with `on_instruction`).
+template <class Writer>
+bool only_matmul_operand(const Kernel& k, int t, bool on_instruction, Writer writer) {
+  bool read = false;
+  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
+    for (const Stmt& s : *list) {
+      for (int w : stmt_writes(s))
+        if (w == t && !writer(s)) return false;
+      for (int r : stmt_reads(s)) {
+        if (r != t) continue;
+        if (s.kind != StmtKind::Matmul || r == s.dst || (on_instruction && s.atom < 0)) return false;
+        read = true;
+      }
+    }
+  return read;
+}
+
+bool elementwise(const Stmt& s) { return s.kind == StmtKind::Unary || s.kind == StmtKind::Binary; }
+
 // Whether tile t can be swizzled: 16-bit in shared memory, rows of a power of two of 16-byte chunks (at least two),
-// written only by 16-byte loads and elementwise ops and read only as a matrix instruction's operand (ldmatrix); rows per batch a
-// multiple of the swizzle's period of 8 when the tile has batches (each batch is addressed from its own start).
+// written only by 16-byte loads and elementwise ops and read only as a matrix instruction's operand (ldmatrix);
+// rows per batch a multiple of the swizzle's period of 8 when the tile has batches (each batch is addressed from
+// its own start).
 bool swizzlable(const Kernel& k, int t) {
   const Tile& tile = k.tiles[static_cast<size_t>(t)];
   if (tile.space != Space::shared || !is_16_bit(tile.dtype) || tile.shape.size() < 2) return false;
@@ -82,20 +103,9 @@ bool swizzlable(const Kernel& k, int t) {
   int64_t batches = 1;
   for (size_t d = 0; d + 2 < tile.shape.size(); ++d) batches *= tile.shape[d];
   if (batches > 1 && tile.shape[tile.shape.size() - 2] % 8 != 0) return false;
-  bool read = false;
-  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
-    for (const Stmt& s : *list) {
-      for (int w : stmt_writes(s))
-        if (w == t && !(s.kind == StmtKind::Load && s.vector_bytes == 16) && s.kind != StmtKind::Unary &&
-            s.kind != StmtKind::Binary)
-          return false;
-      for (int r : stmt_reads(s)) {
-        if (r != t) continue;
-        if (s.kind != StmtKind::Matmul || s.atom < 0 || r == s.dst) return false;
-        read = true;
-      }
-    }
-  return read;
+  return only_matmul_operand(k, t, true, [](const Stmt& s) {
+    return (s.kind == StmtKind::Load && s.vector_bytes == 16) || elementwise(s);
+  });
 }
 
 // The 16-bit type a matmul's f32 operands would be rounded to: its other operand's, or else the one 16-bit type the
@@ -120,18 +130,7 @@ ir::DType operand_type16(const Stmt& s, const Kernel& k) {
 bool only_feeds_matmuls(const Kernel& k, int t) {
   const Tile& tile = k.tiles[static_cast<size_t>(t)];
   if (tile.dtype != ir::DType::f32 || tile.space != Space::shared || tile.stages != 1) return false;
-  bool read = false;
-  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
-    for (const Stmt& s : *list) {
-      for (int w : stmt_writes(s))
-        if (w == t && s.kind != StmtKind::Unary && s.kind != StmtKind::Binary) return false;
-      for (int r : stmt_reads(s)) {
-        if (r != t) continue;
-        if (s.kind != StmtKind::Matmul || r == s.dst) return false;
-        read = true;
-      }
-    }
-  return read;
+  return only_matmul_operand(k, t, false, elementwise);
 }
 
 // A matmul with f32 operands computed for it (Q·Kᵀ of normalized Q and K; P·V) gets them stored in the 16-bit type

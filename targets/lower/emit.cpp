@@ -138,8 +138,8 @@ class Emitter {
       line("struct " + atom_name(static_cast<int>(i)) + " {");
       line("  static constexpr int m = " + std::to_string(m.m) + ", n = " + std::to_string(m.n) +
            ", k = " + std::to_string(m.k) + ";");
-      auto values = [&](const std::vector<int64_t>& rows) {
-        return std::to_string(1 << (static_cast<int>(rows.size()) - lane_bits()));
+      auto values = [&](const std::vector<int64_t>& layout) {
+        return std::to_string(targets::MatrixInstr::lane_values(layout, t_.execution.warp_size));
       };
       line("  static constexpr int a_values = " + values(m.a_rows) + ", b_values = " + values(m.b_rows) +
            ", c_values = " + values(m.c_rows) + ";");
@@ -284,8 +284,8 @@ class Emitter {
       case StmtKind::Matmul: {
         const std::string accumulate = s.accumulate ? "it != 0" : "false";
         if (k.tiles[static_cast<size_t>(s.dst)].space == Space::registers)
-          line(in + "r_" + k.tiles[static_cast<size_t>(s.dst)].name + ".mma<" + S(s.a) + ", " + S(s.b) + ">(" +
-                   t(s.a) + ", " + t(s.b) + ", " + accumulate + ");",
+          line(in + t(s.dst) + ".mma<" + S(s.a) + ", " + S(s.b) + ">(" + t(s.a) + ", " + t(s.b) + ", " + accumulate +
+                   ");",
                origin);
         else if (s.atom >= 0)
           line(in + "mg::matmul_atom<" + atom_name(s.atom) + ", " + S(s.dst) + ", " + S(s.a) + ", " + S(s.b) + ", " +
@@ -299,7 +299,7 @@ class Emitter {
         return;
       }
       case StmtKind::Publish:
-        line(in + "r_" + k.tiles[static_cast<size_t>(s.a)].name + ".publish(" + t(s.dst) + ");", origin);
+        line(in + t(s.a) + ".publish(" + t(s.dst) + ");", origin);
         return;
       case StmtKind::Reduce:
         line(in + "mg::" + std::string(ir::op_name(s.op)) + "<" + S(s.a) + ", " + S(s.dst) + ", " +

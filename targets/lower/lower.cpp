@@ -95,9 +95,7 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
                           " threads per block of target '" + target.identity.name + "'",
                       site.from.loc);
     Kernel k = lower_block(site);
-    bool has_matmul = false;
-    for (const ir::Node& nd : body.nodes()) has_matmul = has_matmul || nd.op == ir::OpCode::matmul;
-    k.block[0] = targets::block_threads(target, k.grid[0] * k.grid[1] * k.grid[2], k.block[0], has_matmul);
+    k.block[0] = targets::block_threads(target, body);
     pipeline_loads(k, p, target);
     plan_shared_memory(k, target, options.spill_to_global);
     choose_instructions(k, p, target, options.matrix_ops);

@@ -46,9 +46,7 @@ MatmulTiling matmul_tiling(const Stmt& s, const Kernel& k, const targets::Target
   // divides the K steps.
   while (t.tasks * t.k_split * 2 <= warps && steps % (t.k_split * 2) == 0) t.k_split *= 2;
   const int64_t teams = warps / t.k_split, per_warp = (t.tasks + teams - 1) / teams;
-  const int lane_bits = std::countr_zero(static_cast<uint64_t>(target.execution.warp_size));
-  const int64_t c_values = int64_t{1} << (static_cast<int>(m.c_rows.size()) - lane_bits);
-  t.registers = per_warp * t.atoms_n * c_values;
+  t.registers = per_warp * t.atoms_n * targets::MatrixInstr::lane_values(m.c_rows, target.execution.warp_size);
   return t;
 }
 

@@ -39,8 +39,8 @@ int64_t layout_at(const std::vector<int64_t>& weights, int lane_bits, int64_t la
 bool c_fragments_feed_a(const targets::MatrixInstr& m, int64_t warp_size) {
   if (!m.has_lane_layouts() || m.k % m.n != 0) return false;
   const int lane_bits = std::countr_zero(static_cast<uint64_t>(warp_size));
-  const int64_t a_values = int64_t{1} << (static_cast<int>(m.a_rows.size()) - lane_bits);
-  const int64_t c_values = int64_t{1} << (static_cast<int>(m.c_rows.size()) - lane_bits);
+  const int64_t a_values = targets::MatrixInstr::lane_values(m.a_rows, warp_size);
+  const int64_t c_values = targets::MatrixInstr::lane_values(m.c_rows, warp_size);
   // Value v of A must be value w of C atom j of the same lane, with (j, w) the same for every lane: the registers
   // are then a fixed renaming.
   for (int64_t v = 0; v < a_values; ++v) {
@@ -142,10 +142,8 @@ class RowRegisters {
   // The f32 registers per thread a tile of `family` holds.
   int64_t registers(const Tile& d, const Family& f) const {
     const targets::MatrixInstr& m = instr(f.atom);
-    const int64_t lane_bits = std::countr_zero(static_cast<uint64_t>(t_.execution.warp_size));
-    const int64_t c_values = int64_t{1} << (static_cast<int64_t>(m.c_rows.size()) - lane_bits);
     const int64_t atoms = d.shape.back() == 1 ? 1 : d.shape.back() / m.n;
-    return tasks_per_warp(f) * atoms * c_values;
+    return tasks_per_warp(f) * atoms * targets::MatrixInstr::lane_values(m.c_rows, t_.execution.warp_size);
   }
   int64_t tasks(const Family& f) const {
     int64_t n = 1;
@@ -279,12 +277,10 @@ class RowRegisters {
                   body_end = body_begin + static_cast<int64_t>(k_.body.size());
     std::map<int, std::pair<int64_t, int64_t>> span;  // first write, last read
     for (int64_t i = 0; i < n; ++i) {
-      for (int t : stmt_writes(*order_[static_cast<size_t>(i)]))
-        if (families_.count(t)) {
-          auto [it, fresh] = span.emplace(t, std::make_pair(i, i));
-          it->second.second = std::max(it->second.second, i);
-        }
-      for (int t : stmt_reads(*order_[static_cast<size_t>(i)]))
+      const Stmt& s = *order_[static_cast<size_t>(i)];
+      std::vector<int> touched = stmt_writes(s), reads = stmt_reads(s);
+      touched.insert(touched.end(), reads.begin(), reads.end());
+      for (int t : touched)
         if (families_.count(t)) {
           auto [it, fresh] = span.emplace(t, std::make_pair(i, i));
           it->second.second = std::max(it->second.second, i);
