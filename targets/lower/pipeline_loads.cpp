@@ -23,7 +23,8 @@ namespace {
 
 bool asynchronous(const Stmt& s, const Kernel& k, const LoweredProgram& p) {
   return s.kind == StmtKind::Load &&
-         global_access_bytes(s, p.tensors[static_cast<size_t>(s.tensor)], k.tiles[static_cast<size_t>(s.dst)]) == 16;
+         global_access_bytes(s, p.tensors[static_cast<size_t>(s.tensor)], k.tiles[static_cast<size_t>(s.dst)]) ==
+             targets::kAsyncCopyBytes;
 }
 
 // Moves the loads of `list` that can use asynchronous copies to its start, as one batch closed by one AsyncWait: all

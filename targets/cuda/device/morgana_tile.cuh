@@ -605,6 +605,14 @@ __device__ __forceinline__ float shfl_xor(float v, int mask) {
 #endif
 }
 
+// The folds of reductions and accumulators.
+struct SumOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return max_nan(a, b); }
+};
+
 // ---- tiles in registers (kernel IR Space::registers) ----
 
 // Which bits of (lane, value) of the C layout leave the row unchanged: the lanes and values that share a row.
@@ -876,26 +884,28 @@ __device__ __forceinline__ void regs_reduce(F& dst, const X& x, Op op) {
 }
 template <class F, class X>
 __device__ __forceinline__ void regs_reduce_sum(F& dst, const X& x) {
-  regs_reduce(dst, x, [](float a, float b) { return a + b; });
+  regs_reduce(dst, x, SumOp());
 }
 template <class F, class X>
 __device__ __forceinline__ void regs_reduce_max(F& dst, const X& x) {
-  regs_reduce(dst, x, [](float a, float b) { return max_nan(a, b); });
+  regs_reduce(dst, x, MaxOp());
 }
 
-template <class F, class X>
-__device__ __forceinline__ void regs_acc_sum(F& acc, const X& x, bool first) {
+// An accumulator: the first iteration takes x, later ones fold it in.
+template <class F, class X, class Op>
+__device__ __forceinline__ void regs_accumulate(F& acc, const X& x, bool first, Op op) {
   for_each_held<F>([&](int i, int j, int v, const Idx& e) {
     const float y = at(x, i, j, v, e);
-    acc.acc[i][j][v] = first ? y : acc.acc[i][j][v] + y;
+    acc.acc[i][j][v] = first ? y : op(acc.acc[i][j][v], y);
   });
+}
+template <class F, class X>
+__device__ __forceinline__ void regs_acc_sum(F& acc, const X& x, bool first) {
+  regs_accumulate(acc, x, first, SumOp());
 }
 template <class F, class X>
 __device__ __forceinline__ void regs_acc_max(F& acc, const X& x, bool first) {
-  for_each_held<F>([&](int i, int j, int v, const Idx& e) {
-    const float y = at(x, i, j, v, e);
-    acc.acc[i][j][v] = first ? y : max_nan(acc.acc[i][j][v], y);
-  });
+  regs_accumulate(acc, x, first, MaxOp());
 }
 
 // The online-softmax accumulator (mg::acc_rescale_sum) on registers, its running max a row vector beside it: the
@@ -985,13 +995,6 @@ __device__ __forceinline__ void reduce(float* dst, const T* x, Op op) {
     }
   }
 }
-
-struct SumOp {
-  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
-};
-struct MaxOp {
-  __device__ __forceinline__ float operator()(float a, float b) const { return max_nan(a, b); }
-};
 
 template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T>
 __device__ __forceinline__ void reduce_sum(float* dst, const T* x) {
