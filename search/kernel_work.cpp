@@ -149,6 +149,25 @@ namespace {
 // tensor cores whose row blocks of the warp-scope instruction give every warp rows of its own, or an elementwise
 // op, a last-dim reduction or an accumulator of such a tensor with the same rows; and a thread's share of the
 // tensor at most a third of its registers (the lowering's limit for one tile).
+// Whether the lowering folds unary node nd into a neighbouring statement (fuse_elementwise: the same rules on the
+// block graph): into the statement that computes its operand, when nothing else reads that; else into its one
+// reader, an elementwise op or reduction taking it as first operand.
+enum class Folding { none, into_writer, into_reader };
+Folding folding(const Graph& body, const Node& nd, OpKind kind,
+                const std::vector<std::vector<const Node*>>& readers) {
+  if (kind != OpKind::Unary) return Folding::none;
+  auto folds = [](OpKind k) { return k == OpKind::Unary || k == OpKind::Binary || k == OpKind::Reduce; };
+  const ir::TensorId src = body.operands(nd)[0], dst = body.result(nd);
+  const Node& writer = body.node(body.tensor(src).producer);
+  const OpKind wk = ir::op_info(writer.op).kind;
+  if (readers[src].size() == 1 && (folds(wk) || wk == OpKind::Norm)) return Folding::into_writer;
+  if (readers[dst].size() != 1) return Folding::none;
+  const Node& reader = *readers[dst][0];
+  const auto rops = body.operands(reader);
+  const bool first_only = rops[0] == dst && (rops.size() < 2 || rops[1] != dst);
+  return folds(ir::op_info(reader.op).kind) && first_only ? Folding::into_reader : Folding::none;
+}
+
 bool held_in_rows(const Node& nd, OpKind kind, std::span<const ir::TensorId> ops, std::span<const TensorType> in,
                   const TensorType& out, const Flops& f, const std::vector<char>& in_rows, int64_t warps,
                   int64_t threads, const targets::Target& t) {
@@ -217,6 +236,11 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   // keep_rows_in_registers, docs/lowering.md "Chains over rows in registers"), so no barrier precedes its readers.
   std::vector<char> in_rows(body.num_tensors(), 0);
   const int64_t warps = k.threads / t.execution.warp_size;
+  // readers[t]: the nodes that read tensor t (the lowering folds a unary into a neighbour only when it or its
+  // operand has one reader: fuse_elementwise).
+  std::vector<std::vector<const Node*>> readers(body.num_tensors());
+  for (const Node& nd : body.nodes())
+    for (ir::TensorId o : body.operands(nd)) readers[o].push_back(&nd);
   double smem = 0;
   for (const Node& nd : body.nodes()) {
     const auto ops = body.operands(nd);
@@ -269,18 +293,25 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     add_flops(w, f, blocks * static_cast<double>(epi ? 1 : p.loop));
     const bool rows =
         nd.num_results == 1 && held_in_rows(nd, kind, ops, in, out[0], f, in_rows, warps, k.threads, t);
-    if (!rows)
+    const Folding fold = rows ? Folding::none : folding(body, nd, kind, readers);
+    if (!rows && fold == Folding::none)
       for (const auto& o : out) smem += static_cast<double>(o.numel() * ir::dtype_bytes(kComputeType));
-    // A statement in registers works on its own rows: it needs no barrier level of its own.
-    const int64_t level_of = rows ? std::max<int64_t>(d, 1) : d + 1;
+    // A statement in registers works on its own rows: it needs no barrier level of its own; a unary folded into a
+    // neighbour's pass neither. rms_norm is two passes (the sum of squares, then the scaling).
+    const int64_t level_of = rows                            ? std::max<int64_t>(d, 1)
+                             : fold == Folding::into_writer  ? std::max<int64_t>(d, 1)
+                             : fold == Folding::into_reader  ? d
+                             : kind == OpKind::Norm          ? d + 2
+                                                             : d + 1;
     int64_t& level = epi ? epilogue_depth : loop_depth;
     level = std::max(level, level_of);
-    if (!rows) {
+    if (!rows && fold == Folding::none) {
       double share = 0;
       for (const auto& x : in) share = std::max(share, static_cast<double>(x.numel()));
       share = std::max(share, static_cast<double>(out[0].numel())) / static_cast<double>(k.threads);
-      double& pass = (epi ? epilogue_pass : loop_pass)[level_of];
-      pass = std::max(pass, share);
+      auto& passes = epi ? epilogue_pass : loop_pass;
+      passes[level_of] = std::max(passes[level_of], share);
+      if (kind == OpKind::Norm) passes[level_of - 1] = std::max(passes[level_of - 1], share);
     }
     for (int i = 0; i < nd.num_results; ++i) {
       ir::TensorId ri = body.result(nd, i);

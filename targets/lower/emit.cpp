@@ -202,9 +202,10 @@ class Emitter {
   }
 
   // The f32 expression of an elementwise op on x (and y).
-  std::string scalar_expr(const Stmt& s) const {
+  std::string scalar_expr(const Stmt& s) const { return scalar_expr(s.op, s.scalar); }
+  std::string scalar_expr(ir::OpCode op, double scalar) const {
     const std::string e(d_.exp);
-    switch (s.op) {
+    switch (op) {
       case ir::OpCode::exp: return e + "(x)";
       case ir::OpCode::sqrt: return std::string(d_.sqrt) + "(x)";
       case ir::OpCode::rsqrt: return std::string(d_.rsqrt) + "(x)";
@@ -212,15 +213,37 @@ class Emitter {
       case ir::OpCode::silu: return "x / (1.0f + " + e + "(-x))";
       case ir::OpCode::gelu: return "0.5f * x * (1.0f + " + std::string(d_.erf) + "(x * " + float_literal(1.0 / std::numbers::sqrt2) + "))";
       case ir::OpCode::relu: return "x > 0.0f ? x : 0.0f";
-      case ir::OpCode::mul_scalar: return "x * " + float_literal(s.scalar);
-      case ir::OpCode::add_scalar: return "x + " + float_literal(s.scalar);
+      case ir::OpCode::mul_scalar: return "x * " + float_literal(scalar);
+      case ir::OpCode::add_scalar: return "x + " + float_literal(scalar);
       case ir::OpCode::add: return "x + y";
       case ir::OpCode::sub: return "x - y";
       case ir::OpCode::mul: return "x * y";
       case ir::OpCode::div: return "x / y";
-      default: MG_CHECK(false, "emit: no expression for '" + std::string(ir::op_name(s.op)) + "'");
+      default: MG_CHECK(false, "emit: no expression for '" + std::string(ir::op_name(op)) + "'");
     }
     return {};
+  }
+
+  // The lambda of an elementwise statement or a reduction's map: x (and y) through the pre maps, the op's
+  // expression `main` (none: x itself), then the post maps, one f32 step each.
+  std::string lambda(const std::vector<ElementMap>& pre, const std::string& main, const std::vector<ElementMap>& post,
+                     bool binary = false) const {
+    std::vector<std::string> steps;
+    for (const ElementMap& m : pre) steps.push_back(scalar_expr(m.op, m.scalar));
+    if (!main.empty()) steps.push_back(main);
+    for (const ElementMap& m : post) steps.push_back(scalar_expr(m.op, m.scalar));
+    std::string body;
+    for (size_t i = 0; i + 1 < steps.size(); ++i) body += "x = " + steps[i] + "; ";
+    return std::string(binary ? "[](float x, float y) { " : "[](float x) { ") + body + "return " +
+           (steps.empty() ? std::string("x") : steps.back()) + "; }";
+  }
+  std::string lambda(const Stmt& s) const {
+    return lambda(s.pre, scalar_expr(s), s.post, s.kind == StmtKind::Binary);
+  }
+  // A reduction's maps as arguments after its operands ("" when it has none).
+  std::string reduce_maps(const Stmt& s) const {
+    if (s.pre.empty() && s.post.empty()) return "";
+    return ", " + lambda(s.pre, "", {}) + ", " + lambda({}, "", s.post);
   }
 
   void stmt(const Kernel& k, const Stmt& s, const std::string& in) {
@@ -272,13 +295,11 @@ class Emitter {
         return;
       }
       case StmtKind::Unary:
-        line(in + "mg::unary<" + S(s.dst) + ">(" + t(s.dst) + ", " + t(s.a) + ", [](float x) { return " +
-                 scalar_expr(s) + "; });",
-             origin);
+        line(in + "mg::unary<" + S(s.dst) + ">(" + t(s.dst) + ", " + t(s.a) + ", " + lambda(s) + ");", origin);
         return;
       case StmtKind::Binary:
         line(in + "mg::binary<" + S(s.dst) + ", " + S(s.a) + ", " + S(s.b) + ">(" + t(s.dst) + ", " + t(s.a) + ", " +
-                 t(s.b) + ", [](float x, float y) { return " + scalar_expr(s) + "; });",
+                 t(s.b) + ", " + lambda(s) + ");",
              origin);
         return;
       case StmtKind::Matmul: {
@@ -304,8 +325,7 @@ class Emitter {
       case StmtKind::Reduce:
         line(in + "mg::" + std::string(ir::op_name(s.op)) + "<" + S(s.a) + ", " + S(s.dst) + ", " +
                  std::to_string(dim4(k, s.a, s.dim)) + ", " + std::to_string(s.to) + ", " +
-                 (s.by_warps ? "true" : "false") + ">(" + t(s.dst) + ", " + t(s.a) +
-                 ");",
+                 (s.by_warps ? "true" : "false") + ">(" + t(s.dst) + ", " + t(s.a) + reduce_maps(s) + ");",
              origin);
         return;
       case StmtKind::Concat:
@@ -350,16 +370,14 @@ class Emitter {
     const std::string dst = s.dst >= 0 ? tile_ref(k, s.dst) : std::string();
     switch (s.kind) {
       case StmtKind::Unary:
-        line(in + "mg::regs_unary(" + dst + ", " + x(s.a) + ", [](float x) { return " + scalar_expr(s) + "; });",
-             origin);
+        line(in + "mg::regs_unary(" + dst + ", " + x(s.a) + ", " + lambda(s) + ");", origin);
         return;
       case StmtKind::Binary:
-        line(in + "mg::regs_binary(" + dst + ", " + x(s.a) + ", " + x(s.b) + ", [](float x, float y) { return " +
-                 scalar_expr(s) + "; });",
-             origin);
+        line(in + "mg::regs_binary(" + dst + ", " + x(s.a) + ", " + x(s.b) + ", " + lambda(s) + ");", origin);
         return;
       case StmtKind::Reduce:
-        line(in + "mg::regs_" + std::string(ir::op_name(s.op)) + "(" + dst + ", " + x(s.a) + ");", origin);
+        line(in + "mg::regs_" + std::string(ir::op_name(s.op)) + "(" + dst + ", " + x(s.a) + reduce_maps(s) + ");",
+             origin);
         return;
       case StmtKind::Accumulate:
         if (s.op == ir::OpCode::acc_rescale_sum)
@@ -372,7 +390,8 @@ class Emitter {
       case StmtKind::Store: {
         std::string mask;
         std::string at = placement(s, mask);
-        line(in + "mg::store_regs<" + global_type(s.tensor) + ", " + mask + ">(" + tensor_ref(s.tensor) + ", " +
+        line(in + "mg::store_regs<" + global_type(s.tensor) + ", " + mask + ", " + std::to_string(s.vector_bytes) +
+                 ">(" + tensor_ref(s.tensor) + ", " +
                  tile_ref(k, s.a) + ", " + at + ");",
              origin);
         return;

@@ -267,20 +267,20 @@ class Machine {
         return;
       }
       case StmtKind::Unary: {
-        std::vector<float> a = get(s.a, s);
+        std::vector<float> a = operand_a(s);
         const ir::OpInfo& info = ir::op_info(s.op);
-        for (float& x : a) x = static_cast<float>(info.unary(x, s.scalar));
+        for (float& x : a) x = apply_maps(s.post, static_cast<float>(info.unary(x, s.scalar)));
         put(s.dst, a, s);
         return;
       }
       case StmtKind::Binary: {
-        std::vector<float> a = get(s.a, s), b = get(s.b, s);
+        std::vector<float> a = operand_a(s), b = get(s.b, s);
         const Shape& out = shape(s.dst);
         std::vector<float> r(static_cast<size_t>(numel(out)));
         for (size_t e = 0; e < r.size(); ++e) {
           Shape idx = unflatten(static_cast<int64_t>(e), out);
-          r[e] = binary(s.op, a[static_cast<size_t>(broadcast_offset(shape(s.a), idx))],
-                        b[static_cast<size_t>(broadcast_offset(shape(s.b), idx))]);
+          r[e] = apply_maps(s.post, binary(s.op, a[static_cast<size_t>(broadcast_offset(shape(s.a), idx))],
+                                           b[static_cast<size_t>(broadcast_offset(shape(s.b), idx))]));
         }
         put(s.dst, r, s);
         return;
@@ -318,8 +318,15 @@ class Machine {
     put(s.dst, c, s);
   }
 
+  // Operand a of an elementwise statement or reduction, each element through the statement's pre maps.
+  std::vector<float> operand_a(const Stmt& s) {
+    std::vector<float> a = get(s.a, s);
+    for (float& x : a) x = apply_maps(s.pre, x);
+    return a;
+  }
+
   void reduce(const Stmt& s) {
-    std::vector<float> x = get(s.a, s);
+    std::vector<float> x = operand_a(s);
     const Shape& in = shape(s.a);
     int64_t outer = 1, inner = 1, n = in[static_cast<size_t>(s.dim)];
     for (int d = 0; d < s.dim; ++d) outer *= in[static_cast<size_t>(d)];
@@ -331,7 +338,7 @@ class Machine {
           auto at = [&](int64_t k) { return x[static_cast<size_t>((o * n + j + k * s.to) * inner + i)]; };
           float acc = at(0);
           for (int64_t k = 1; k < n / s.to; ++k) acc = binary(s.op, acc, at(k));
-          r[static_cast<size_t>((o * s.to + j) * inner + i)] = acc;
+          r[static_cast<size_t>((o * s.to + j) * inner + i)] = apply_maps(s.post, acc);
         }
     put(s.dst, r, s);
   }

@@ -74,6 +74,31 @@ std::vector<int> stmt_writes(const Stmt& s) {
   }
 }
 
+float apply_maps(const std::vector<ElementMap>& maps, float x) {
+  for (const ElementMap& m : maps) x = static_cast<float>(ir::op_info(m.op).unary(x, m.scalar));
+  return x;
+}
+
+void drop_unused_tiles(Kernel& k) {
+  std::vector<int> renumbered(k.tiles.size(), -1);
+  for (const auto* section : {&k.prologue, &k.body, &k.epilogue})
+    for (const Stmt& s : *section) {
+      for (int t : stmt_reads(s)) renumbered[static_cast<size_t>(t)] = 0;
+      for (int t : stmt_writes(s)) renumbered[static_cast<size_t>(t)] = 0;
+    }
+  std::vector<Tile> kept;
+  for (size_t t = 0; t < k.tiles.size(); ++t)
+    if (renumbered[t] == 0) {
+      renumbered[t] = static_cast<int>(kept.size());
+      kept.push_back(std::move(k.tiles[t]));
+    }
+  k.tiles = std::move(kept);
+  for (auto* section : {&k.prologue, &k.body, &k.epilogue})
+    for (Stmt& s : *section)
+      for (int* t : {&s.dst, &s.a, &s.b, &s.state})
+        if (*t >= 0) *t = renumbered[static_cast<size_t>(*t)];
+}
+
 namespace {
 
 std::string list(const std::vector<int64_t>& v) {
@@ -92,8 +117,20 @@ std::string affine(const Affine& a) {
   return s.empty() ? "0" : s;
 }
 
+// `x` inside the maps, innermost first: "rsqrt(add_scalar(x, 1e-06))".
+std::string mapped(const std::vector<ElementMap>& maps, std::string x) {
+  for (const ElementMap& m : maps)
+    x = std::string(ir::op_name(m.op)) + "(" + x +
+        (m.op == ir::OpCode::mul_scalar || m.op == ir::OpCode::add_scalar ? ", " + ir::format_number(m.scalar) : "") +
+        ")";
+  return x;
+}
+
 std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
   auto t = [&](int i) { return k.tiles[static_cast<size_t>(i)].name; };
+  // The value an elementwise statement or reduction writes, with the maps folded into it.
+  auto value = [&](const std::string& v) { return t(s.dst) + " = " + mapped(s.post, v); };
+  const std::string a = s.a >= 0 ? mapped(s.pre, t(s.a)) : std::string();
   auto at = [&]() {
     std::string o;
     for (size_t d = 0; d < s.origin.size(); ++d) o += (d ? ", " : "") + affine(s.origin[d]);
@@ -116,17 +153,13 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
     case StmtKind::Load:
       return t(s.dst) + " = load " + at() + (s.ahead ? " of iteration it+" + std::to_string(s.ahead) : "") + access();
     case StmtKind::Store: return "store " + at() + " = " + t(s.a) + access();
-    case StmtKind::Unary:
-      return t(s.dst) + " = " + op + "(" + t(s.a) +
-             (s.op == ir::OpCode::mul_scalar || s.op == ir::OpCode::add_scalar ? ", " + ir::format_number(s.scalar)
-                                                                                  : "") +
-             ")";
-    case StmtKind::Binary: return t(s.dst) + " = " + op + "(" + t(s.a) + ", " + t(s.b) + ")";
+    case StmtKind::Unary: return value(mapped({{s.op, s.scalar}}, a));
+    case StmtKind::Binary: return value(op + "(" + a + ", " + t(s.b) + ")");
     case StmtKind::Matmul:
       return t(s.dst) + (s.accumulate ? " += " : " = ") + "matmul(" + t(s.a) + ", " + t(s.b) + ")" + warp_tiling();
     case StmtKind::Reduce:
-      return t(s.dst) + " = " + op + "(" + t(s.a) + ", dim=" + std::to_string(s.dim) + ", to=" + std::to_string(s.to) +
-             ")" + (s.by_warps ? "  # by warps" : "");
+      return value(op + "(" + a + ", dim=" + std::to_string(s.dim) + ", to=" + std::to_string(s.to) + ")") +
+             (s.by_warps ? "  # by warps" : "");
     case StmtKind::Concat: return t(s.dst) + " = concat(" + t(s.a) + ", " + t(s.b) + ", dim=" + std::to_string(s.dim) + ")";
     case StmtKind::Accumulate:
       return t(s.dst) + " = " + op + "(" + t(s.a) + (s.b >= 0 ? ", " + t(s.b) + ", max " + t(s.state) : "") + ")";

@@ -120,6 +120,14 @@ enum class StmtKind : uint8_t {
                // parts of one element adding theirs in turn (the statement synchronises inside itself)
 };
 
+// One elementwise unary op (square, exp, mul_scalar, ...) folded into a statement's reads or writes (pass
+// fuse_elementwise), so that it costs no pass over the tile of its own.
+struct ElementMap {
+  ir::OpCode op = ir::OpCode::input;
+  double scalar = 0;  // mul_scalar, add_scalar
+  bool operator==(const ElementMap&) const = default;
+};
+
 struct Stmt {
   StmtKind kind = StmtKind::Barrier;
   ir::OpCode op = ir::OpCode::input;  // Unary/Binary: the op; Reduce: reduce_sum|reduce_max; Accumulate: acc_*
@@ -133,6 +141,9 @@ struct Stmt {
   int dim = 0;                        // Reduce, Concat: the dim of the tiles
   int64_t to = 1;                     // Reduce
   double scalar = 0;                  // Unary mul_scalar, add_scalar
+  // Unary, Binary, Reduce (pass fuse_elementwise): maps applied in order to each element of `a` as it is read
+  // (Reduce, Unary only), and to each result element before it is written.
+  std::vector<ElementMap> pre, post;
   bool accumulate = false;            // Matmul
   int64_t ahead = 0;                  // Load: of iteration it + ahead, into its buffer; skipped past the last one.
                                       // In the prologue it is 0.
@@ -180,6 +191,11 @@ std::string_view stmt_name(StmtKind k);
 // Tiles a statement reads and writes (barriers none).
 std::vector<int> stmt_reads(const Stmt& s);
 std::vector<int> stmt_writes(const Stmt& s);
+
+// x after the maps, in order, computed in f32 as the tile library does.
+float apply_maps(const std::vector<ElementMap>& maps, float x);
+// Tiles no statement touches are removed, and the statements' tile indices renumbered.
+void drop_unused_tiles(Kernel& k);
 
 // A readable dump of the kernel IR, for debugging and --dump-after.
 std::string print(const LoweredProgram& p);

@@ -325,6 +325,7 @@ int64_t block_smem_bytes(const ir::Graph& body) {
   site.result_tensors.assign(body.outputs().size(), 0);
   site.made_by_lowering = false;
   Kernel k = lower_block(site);
+  fuse_elementwise(k);
   return assign_offsets(k);
 }
 

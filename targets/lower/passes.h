@@ -25,6 +25,9 @@ struct BlockSite {
 // statements in node order with each load placed just before its first use. Offsets and barriers come later.
 Kernel lower_block(const BlockSite& site);
 
+// Pass 3a (fuse_elementwise.cpp): elementwise unary statements folded into the statement that writes their operand
+// (Stmt::post) or the one that reads their result (Stmt::pre), so a chain of them costs one pass over its tile.
+void fuse_elementwise(Kernel& k);
 // Pass 3b: software pipelining of the for-loop. Where the target has asynchronous copies and the loop runs more than
 // once, every body load that can move 16 bytes per access gets a second buffer: the prologue issues iteration 0's
 // copies, each iteration first issues those of the next one into the other buffer and then waits for its own

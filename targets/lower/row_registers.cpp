@@ -325,9 +325,9 @@ class RowRegisters {
     }
     for (auto* list : sections_)
       for (Stmt& s : *list) {
-        // Register statements go element by element in the layout: no warp-wide folds, no vector accesses.
+        // Register statements go element by element in the layout: no warp-wide folds. A store keeps the alignment
+        // choose_instructions proved: mg::store_regs writes the neighbours a lane holds together where it allows.
         if (s.kind == StmtKind::Reduce && families_.count(s.dst)) s.by_warps = false;
-        if (s.kind == StmtKind::Store && families_.count(s.a)) s.vector_bytes = 0;
         if (s.kind == StmtKind::Matmul && families_.count(s.dst)) {
           s.atoms_n = tile(s.dst).layout.atoms_n;
           s.k_split = 1;

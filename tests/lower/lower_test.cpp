@@ -318,3 +318,50 @@ TEST(Lower, UnpipelinedLoadsAreBatched) {
 
 }  // namespace
 }  // namespace morgana::testing
+
+namespace morgana::testing {
+namespace {
+
+// Elementwise unaries fold into the statement that writes their operand (post maps) or the one reduction or
+// elementwise statement that reads their result (pre maps); a unary whose result two statements read keeps its pass.
+TEST(Lower, ElementwiseUnariesFoldIntoTheirNeighbours) {
+  const char* const kChain = R"(
+kernel chain(X: f16[64,256]) {
+  T = block(X) grid=[4,1,1] threads=128 loop=1 {
+    x = iter(X, imap=[0,-,-])
+    e = exp(x)
+    s = mul_scalar(e, s=2)
+    r = reduce_sum(s, dim=1)
+    q = sqrt(r)
+    y = mul(e, q)
+    t = relu(y)
+    a = acc_sum(t)
+    save(a, omap=[0,-,-])
+  }
+  return T
+}
+)";
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Graph g = std::move(ir::parse_module(kChain).programs[0]);
+  lower::LoweredProgram p = lower::lower(g, h100);
+  const std::string ir = lower::print(p);
+  EXPECT_NE(ir.find("e = exp(x)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("q = sqrt(reduce_sum(mul_scalar(e, 2), dim=1, to=1))"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("t = relu(mul(e, q))"), std::string::npos) << ir;
+  int computing = 0;
+  const lower::Kernel& k = p.kernels[0];
+  for (const auto* section : {&k.prologue, &k.body, &k.epilogue})
+    for (const lower::Stmt& s : *section)
+      computing += s.kind == lower::StmtKind::Unary || s.kind == lower::StmtKind::Binary ||
+                   s.kind == lower::StmtKind::Reduce;
+  EXPECT_EQ(computing, 3) << ir;
+  for (const lower::Tile& t : p.kernels[0].tiles) EXPECT_TRUE(t.name != "s" && t.name != "r" && t.name != "y") << ir;
+  std::vector<verify::FloatArray> in = verify::random_inputs(g, 5);
+  std::vector<verify::FloatArray> want = verify::eval_float(g, in);
+  std::vector<std::vector<double>> got = run_on_cpu(p, in);
+  ASSERT_EQ(got.size(), 1u);
+  expect_close(got[0], want[0], "T");
+}
+
+}  // namespace
+}  // namespace morgana::testing

@@ -262,6 +262,35 @@ TEST(CostModel, PassesCostPerElementEachThreadHandles) {
   }
 }
 
+// The lowering folds unaries into their neighbours (fuse_elementwise), and the model counts the same passes: here
+// square folds into the sum, sqrt into the sum's write, and rms_norm is two passes (sum of squares, scaling).
+TEST(CostModel, FoldedUnariesAddNoBarrierLevel) {
+  auto levels = [](const std::string& body) {
+    return cost("kernel f(X: f16[64,128]) {\n"
+                "  Y = block(X) grid=[4,1,1] threads=128 loop=1 {\n"
+                "    x = iter(X, imap=[0,-,-])\n" +
+                body +
+                "    save(a, omap=[0,-,-])\n"
+                "  }\n"
+                "  return Y\n"
+                "}\n")
+        .kernels[0]
+        .barriers_per_block;
+  };
+  // The sum of the squares and the division: square folds into the sum and sqrt into its write, so the chain
+  // costs what the sum and the division alone cost.
+  const int64_t folded =
+      levels("    q = square(x)\n    r = reduce_sum(q, dim=1)\n    s = sqrt(r)\n    y = div(x, s)\n"
+             "    a = acc_sum(y)\n");
+  EXPECT_EQ(folded, levels("    r = reduce_sum(x, dim=1)\n    y = div(x, r)\n    a = acc_sum(y)\n"));
+  // The square read twice keeps its pass.
+  EXPECT_EQ(levels("    q = square(x)\n    r = reduce_sum(q, dim=1)\n    s = sqrt(r)\n    y = div(q, s)\n"
+                   "    a = acc_sum(y)\n"),
+            folded + 1);
+  // rms_norm: the sum of squares, then the scaling.
+  EXPECT_EQ(levels("    y = rms_norm(x, dim=1)\n    a = acc_sum(y)\n"), folded);
+}
+
 // Memory and compute overlap imperfectly: a one-wave kernel's throughput time is the longer of the two plus
 // overlap_miss of the shorter.
 TEST(CostModel, ShorterOfMemoryAndComputeShowsByOverlapMiss) {

@@ -131,15 +131,42 @@ __device__ __forceinline__ int stored_at(int e) {
   } else {
     constexpr int per = 8, chunks = S::d3 / per, span = chunks < 8 ? chunks : 8, group = 8 / span;
     static_assert(S::d3 % per == 0 && (chunks & (chunks - 1)) == 0, "lowering swizzles rows of 2^k 16-byte chunks");
-    const int row = e / S::d3, c = e % S::d3 / per;
-    return row * S::d3 + (c ^ (row / group % span)) * per + e % per;
+    const unsigned u = static_cast<unsigned>(e), row = u / S::d3, c = u % S::d3 / per;
+    return static_cast<int>(row * S::d3 + (c ^ (row / group % span)) * per + u % per);
   }
 }
+
+// The same for the element at (row, col) of the tile seen as rows of S::d3 (row counting across the leading dims):
+// the form the hot loops use, whose swizzle term depends on the row alone (hoisted where the row is loop-invariant).
+template <class S>
+__device__ __forceinline__ int stored_at(int row, int col) {
+  if constexpr (!S::swizzled) {
+    return row * S::d3 + col;
+  } else {
+    constexpr int per = 8, chunks = S::d3 / per, span = chunks < 8 ? chunks : 8, group = 8 / span;
+    static_assert(S::d3 % per == 0 && (chunks & (chunks - 1)) == 0, "lowering swizzles rows of 2^k 16-byte chunks");
+    const unsigned r = static_cast<unsigned>(row), c = static_cast<unsigned>(col);
+    return static_cast<int>(r * S::d3 + ((c / per) ^ (r / group % span)) * per + c % per);
+  }
+}
+
+template <bool C, class A, class B>
+struct Pick {
+  typedef A type;
+};
+template <class A, class B>
+struct Pick<false, A, B> {
+  typedef B type;
+};
 
 template <i64 N0, i64 N1, i64 N2, i64 N3, i64 S0, i64 S1, i64 S2, i64 S3>
 struct Global {
   static constexpr i64 n0 = N0, n1 = N1, n2 = N2, n3 = N3;
   static constexpr i64 s0 = S0, s1 = S1, s2 = S2, s3 = S3;
+  // The type element offsets are computed in: int where every element's offset (and every origin plus a tile
+  // extent, bounded by the same) fits, which saves the 64-bit multiply-adds of every access.
+  typedef typename Pick<((N0 - 1) * S0 + (N1 - 1) * S1 + (N2 - 1) * S2 + (N3 - 1) * S3) < (i64{1} << 30), int, i64>::type
+      index;
 };
 
 template <class S>
@@ -158,13 +185,15 @@ struct Idx {
 
 template <class S>
 __device__ __forceinline__ Idx unflatten(int e) {
+  // Unsigned: flat indices are never negative, and dividing by the (mostly power-of-two) extents is then a shift.
+  unsigned u = static_cast<unsigned>(e);
   Idx x;
-  x.i3 = e % S::d3;
-  e /= S::d3;
-  x.i2 = e % S::d2;
-  e /= S::d2;
-  x.i1 = e % S::d1;
-  x.i0 = e / S::d1;
+  x.i3 = static_cast<int>(u % S::d3);
+  u /= S::d3;
+  x.i2 = static_cast<int>(u % S::d2);
+  u /= S::d2;
+  x.i1 = static_cast<int>(u % S::d1);
+  x.i0 = static_cast<int>(u / S::d1);
   return x;
 }
 
@@ -176,8 +205,15 @@ __device__ __forceinline__ int broadcast_offset(const Idx& x) {
 }
 
 // Whether the element at origin o + x lies inside G along the dims in MASK (bit d: dim d is checked).
-template <class G, int MASK>
-__device__ __forceinline__ bool inside(i64 g0, i64 g1, i64 g2, i64 g3) {
+// The element offset of index (g0..g3) in G, in G's index type.
+template <class G, class I>
+__device__ __forceinline__ I offset(I g0, I g1, I g2, I g3) {
+  return g0 * static_cast<I>(G::s0) + g1 * static_cast<I>(G::s1) + g2 * static_cast<I>(G::s2) +
+         g3 * static_cast<I>(G::s3);
+}
+
+template <class G, int MASK, class I>
+__device__ __forceinline__ bool inside(I g0, I g1, I g2, I g3) {
   return (!(MASK & 1) || g0 < G::n0) && (!(MASK & 2) || g1 < G::n1) && (!(MASK & 4) || g2 < G::n2) &&
          (!(MASK & 8) || g3 < G::n3);
 }
@@ -262,10 +298,12 @@ __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, 
     for (int i = threadIdx.x; i < vectors; i += blockDim.x) {
       const int e = i * per;
       const Idx x = unflatten<S>(e);
-      const i64 g0 = o0 + x.i0, g1 = o1 + x.i1, g2 = o2 + x.i2, g3 = o3 + x.i3;
+      typedef typename G::index I;
+      const I g0 = static_cast<I>(o0) + x.i0, g1 = static_cast<I>(o1) + x.i1, g2 = static_cast<I>(o2) + x.i2,
+              g3 = static_cast<I>(o3) + x.i3;
       T* to = dst + stored_at<S>(e);
       if (inside<G, MASK>(g0, g1, g2, g3)) {
-        const T* from = src + g0 * G::s0 + g1 * G::s1 + g2 * G::s2 + g3;
+        const T* from = src + offset<G>(g0, g1, g2, g3);
         if constexpr (COPY != copy_sync)
           cp_async_16(to, from);
         else
@@ -281,8 +319,10 @@ __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, 
     const T fill = from_f32<T>(pad);
     for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
       const Idx x = unflatten<S>(e);
-      const i64 g0 = o0 + x.i0, g1 = o1 + x.i1, g2 = o2 + x.i2, g3 = o3 + x.i3;
-      dst[e] = inside<G, MASK>(g0, g1, g2, g3) ? src[g0 * G::s0 + g1 * G::s1 + g2 * G::s2 + g3 * G::s3] : fill;
+      typedef typename G::index I;
+      const I g0 = static_cast<I>(o0) + x.i0, g1 = static_cast<I>(o1) + x.i1, g2 = static_cast<I>(o2) + x.i2,
+              g3 = static_cast<I>(o3) + x.i3;
+      dst[e] = inside<G, MASK>(g0, g1, g2, g3) ? src[offset<G>(g0, g1, g2, g3)] : fill;
     }
   }
 }
@@ -297,23 +337,60 @@ __device__ __forceinline__ void store(U* __restrict__ dst, const T* src, i64 o0,
     for (int i = threadIdx.x; i < vectors; i += blockDim.x) {
       const int e = i * per;
       const Idx x = unflatten<S>(e);
-      const i64 g0 = o0 + x.i0, g1 = o1 + x.i1, g2 = o2 + x.i2, g3 = o3 + x.i3;
+      typedef typename G::index I;
+      const I g0 = static_cast<I>(o0) + x.i0, g1 = static_cast<I>(o1) + x.i1, g2 = static_cast<I>(o2) + x.i2,
+              g3 = static_cast<I>(o3) + x.i3;
       if (!inside<G, MASK>(g0, g1, g2, g3)) continue;
       unsigned w[VEC / 4];
 #pragma unroll
       for (int j = 0; j < VEC / 4; ++j) w[j] = 0;
 #pragma unroll
       for (int j = 0; j < per; ++j) w[j * sizeof(U) / 4] |= word_bits(convert<U>(src[e + j])) << (8 * (j * sizeof(U) % 4));
-      Vec<VEC>::store(dst + g0 * G::s0 + g1 * G::s1 + g2 * G::s2 + g3, w);
+      Vec<VEC>::store(dst + offset<G>(g0, g1, g2, g3), w);
     }
   } else {
     for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
       const Idx x = unflatten<S>(e);
-      const i64 g0 = o0 + x.i0, g1 = o1 + x.i1, g2 = o2 + x.i2, g3 = o3 + x.i3;
+      typedef typename G::index I;
+      const I g0 = static_cast<I>(o0) + x.i0, g1 = static_cast<I>(o1) + x.i1, g2 = static_cast<I>(o2) + x.i2,
+              g3 = static_cast<I>(o3) + x.i3;
       if (inside<G, MASK>(g0, g1, g2, g3))
-        dst[g0 * G::s0 + g1 * G::s1 + g2 * G::s2 + g3 * G::s3] = convert<U>(src[e]);
+        dst[offset<G>(g0, g1, g2, g3)] = convert<U>(src[e]);
     }
   }
+}
+
+// Elementwise statements take runs of V neighbours along the last dim per thread step: one index computation and
+// one vector access per run instead of one per element (V: the largest of 8, 4, 2 dividing the last dim; a run never
+// crosses a row, nor a swizzled tile's 16-byte chunk).
+template <class S>
+__host__ __device__ constexpr int run_length() {
+  return S::d3 % 8 == 0 ? 8 : S::d3 % 4 == 0 ? 4 : S::d3 % 2 == 0 ? 2 : 1;
+}
+// V elements in one access (two for 32 bytes): tiles start 16-byte aligned and runs start at multiples of V.
+template <int V, class T>
+struct alignas(V * sizeof(T) < 16 ? V * sizeof(T) : 16) Run {
+  T v[V];
+};
+// Element j of the run of V at index x of S's shape, read from a tile of shape SA that broadcasts to it.
+template <int V, class SA, class TA>
+__device__ __forceinline__ void read_run(float (&out)[V], const TA* a, const Idx& x) {
+  if constexpr (SA::d3 == 1) {
+    const float y = to_f32(a[broadcast_offset<SA>(x)]);
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = y;
+  } else {
+    const Run<V, TA> r = *reinterpret_cast<const Run<V, TA>*>(a + broadcast_offset<SA>(x));
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = to_f32(r.v[j]);
+  }
+}
+template <int V, class S, class TD>
+__device__ __forceinline__ void write_run(TD* dst, int e, const float (&y)[V]) {
+  Run<V, TD> r;
+#pragma unroll
+  for (int j = 0; j < V; ++j) r.v[j] = from_f32<TD>(y[j]);
+  *reinterpret_cast<Run<V, TD>*>(dst + stored_at<S>(e)) = r;
 }
 
 // dst = f(a), elementwise (a has dst's shape). dst is f32, or 16-bit where lowering stored a matmul operand in the
@@ -321,16 +398,29 @@ __device__ __forceinline__ void store(U* __restrict__ dst, const T* src, i64 o0,
 template <class S, class TD, class TA, class F>
 __device__ __forceinline__ void unary(TD* dst, const TA* a, F f) {
   static_assert(!S::swizzled || sizeof(TD) == 2, "lowering swizzles only 16-bit tiles");
-  for (int e = threadIdx.x; e < S::size; e += blockDim.x) dst[stored_at<S>(e)] = from_f32<TD>(f(to_f32(a[e])));
+  constexpr int V = run_length<S>();
+  for (int i = threadIdx.x; i < S::size / V; i += blockDim.x) {
+    float y[V];
+    read_run<V, S>(y, a, unflatten<S>(i * V));
+#pragma unroll
+    for (int j = 0; j < V; ++j) y[j] = f(y[j]);
+    write_run<V, S>(dst, i * V, y);
+  }
 }
 
 // dst = f(a, b), elementwise; a and b broadcast to dst's shape. dst as for unary.
 template <class S, class SA, class SB, class TD, class TA, class TB, class F>
 __device__ __forceinline__ void binary(TD* dst, const TA* a, const TB* b, F f) {
   static_assert(!S::swizzled || sizeof(TD) == 2, "lowering swizzles only 16-bit tiles");
-  for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
-    const Idx x = unflatten<S>(e);
-    dst[stored_at<S>(e)] = from_f32<TD>(f(to_f32(a[broadcast_offset<SA>(x)]), to_f32(b[broadcast_offset<SB>(x)])));
+  constexpr int V = run_length<S>();
+  for (int i = threadIdx.x; i < S::size / V; i += blockDim.x) {
+    const Idx x = unflatten<S>(i * V);
+    float ya[V], yb[V];
+    read_run<V, SA>(ya, a, x);
+    read_run<V, SB>(yb, b, x);
+#pragma unroll
+    for (int j = 0; j < V; ++j) ya[j] = f(ya[j], yb[j]);
+    write_run<V, S>(dst, i * V, ya);
   }
 }
 
@@ -409,20 +499,21 @@ struct MmaType<bf16> {
   static constexpr bool bf = true;
 };
 
-// d = a·b + d for one 16x8x16 atom, f32 accumulate.
+// d = a·b + d for one 16x8x16 atom, f32 accumulate. A register-only instruction: not volatile, so the compiler
+// may schedule it among the fragment loads.
 template <class T>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
 #ifdef MG_HOST_EMULATION
   mg_host_mma_m16n8k16(d, a, b, MmaType<T>::bf);
 #else
   if constexpr (MmaType<T>::bf)
-    asm volatile(
+    asm(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   else
-    asm volatile(
+    asm(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -440,7 +531,7 @@ __device__ __forceinline__ void load_a(unsigned (&a)[4], const TA* tile, int m0,
     // Lanes 8j..8j+7 address the rows of matrix j: rows 0-7 and 8-15 of the atom, then the same at column 8.
     int row = m0 + lane % 8 + 8 * ((lane / 8) % 2);
     row = row < M ? row : M - 1;
-    ldmatrix_x4(a, tile + stored_at<SA>(row * K + k0 + 8 * (lane / 16)));
+    ldmatrix_x4(a, tile + stored_at<SA>(row, k0 + 8 * (lane / 16)));
   } else {
     static_assert(!SA::swizzled, "lowering swizzles only 16-bit tiles");
 #pragma unroll
@@ -465,7 +556,7 @@ template <class Atom, class SB, class T, class TB>
 __device__ __forceinline__ void load_b(unsigned (&b)[2], const TB* tile, int k0, int n0, int lane) {
   constexpr int N = SB::d3;
   if constexpr (sizeof(TB) == 2) {
-    ldmatrix_x2_trans(b, tile + stored_at<SB>((k0 + lane % 16) * N + n0));
+    ldmatrix_x2_trans(b, tile + stored_at<SB>(k0 + lane % 16, n0));
   } else {
     static_assert(!SB::swizzled, "lowering swizzles only 16-bit tiles");
 #pragma unroll
@@ -611,6 +702,10 @@ struct SumOp {
 };
 struct MaxOp {
   __device__ __forceinline__ float operator()(float a, float b) const { return max_nan(a, b); }
+};
+// A reduction's default element maps (kernel IR Stmt::pre, Stmt::post): none.
+struct NoMap {
+  __device__ __forceinline__ float operator()(float x) const { return x; }
 };
 
 // ---- tiles in registers (kernel IR Space::registers) ----
@@ -847,8 +942,9 @@ __device__ __forceinline__ void regs_binary(F& dst, const A& a, const B& b, Fn f
 
 // dst (a row vector) = the rows of x folded: each thread folds its atoms and the values of a row it holds, then
 // the lanes that share the row combine by shuffles (the C layout says which: row_free_lanes).
-template <class F, class X, class Op>
-__device__ __forceinline__ void regs_reduce(F& dst, const X& x, Op op) {
+// `pre` maps each element before the fold, `post` each row's result.
+template <class F, class X, class Op, class Pre, class Post>
+__device__ __forceinline__ void regs_reduce(F& dst, const X& x, Op op, Pre pre, Post post) {
   typedef typename X::atom Atom;
   typedef typename X::Tiling Tiling;
   static_assert(F::Tiling::row_vector && F::Tiling::tasks == Tiling::tasks && Tiling::groups_n == 1,
@@ -860,9 +956,9 @@ __device__ __forceinline__ void regs_reduce(F& dst, const X& x, Op op) {
     float r[Atom::c_values];
 #pragma unroll
     for (int v = 0; v < Atom::c_values; ++v) {
-      r[v] = x.acc[i][0][v];
+      r[v] = pre(x.acc[i][0][v]);
 #pragma unroll
-      for (int j = 1; j < X::atoms_n; ++j) r[v] = op(r[v], x.acc[i][j][v]);
+      for (int j = 1; j < X::atoms_n; ++j) r[v] = op(r[v], pre(x.acc[i][j][v]));
     }
 #pragma unroll
     for (int b = 1; b < Atom::c_values; b *= 2)
@@ -879,16 +975,16 @@ __device__ __forceinline__ void regs_reduce(F& dst, const X& x, Op op) {
 #pragma unroll
         for (int v = 0; v < Atom::c_values; ++v) r[v] = op(r[v], shfl_xor(r[v], b));
 #pragma unroll
-    for (int v = 0; v < Atom::c_values; ++v) dst.acc[i][0][v] = r[v];
+    for (int v = 0; v < Atom::c_values; ++v) dst.acc[i][0][v] = post(r[v]);
   }
 }
-template <class F, class X>
-__device__ __forceinline__ void regs_reduce_sum(F& dst, const X& x) {
-  regs_reduce(dst, x, SumOp());
+template <class F, class X, class Pre = NoMap, class Post = NoMap>
+__device__ __forceinline__ void regs_reduce_sum(F& dst, const X& x, Pre pre = {}, Post post = {}) {
+  regs_reduce(dst, x, SumOp(), pre, post);
 }
-template <class F, class X>
-__device__ __forceinline__ void regs_reduce_max(F& dst, const X& x) {
-  regs_reduce(dst, x, MaxOp());
+template <class F, class X, class Pre = NoMap, class Post = NoMap>
+__device__ __forceinline__ void regs_reduce_max(F& dst, const X& x, Pre pre = {}, Post post = {}) {
+  regs_reduce(dst, x, MaxOp(), pre, post);
 }
 
 // An accumulator: the first iteration takes x, later ones fold it in.
@@ -940,11 +1036,29 @@ __device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X
   }
 }
 
-// The register tile f written into dst at origin (o0..o3), converted to dst's type, as mg::store (one element per
-// access; each element by the one thread that writes it).
-template <class G, int MASK, class U, class F>
+// Whether every lane's C values come in pairs of neighbours along a row (value 2i + 1 one column right of value 2i):
+// then a register tile's row can be stored two elements per access.
+template <class Atom>
+__host__ __device__ constexpr bool c_values_pair() {
+  if (Atom::c_values % 2 != 0) return false;
+  for (int lane = 0; lane < kWarpSize; ++lane)
+    for (int v = 0; v < Atom::c_values; v += 2)
+      if (Atom::c_row(lane, v + 1) != Atom::c_row(lane, v) || Atom::c_col(lane, v + 1) != Atom::c_col(lane, v) + 1 ||
+          Atom::c_col(lane, v) % 2 != 0)
+        return false;
+  return true;
+}
+
+// The register tile f written into dst at origin (o0..o3), converted to dst's type, as mg::store: each element by
+// the one thread that writes it; two neighbouring elements per access where the C layout pairs them and the
+// lowering proved VEC-byte alignment for at least two (VEC as for mg::store; a masked last dim holds whole vectors).
+template <class G, int MASK, int VEC, class U, class F>
 __device__ __forceinline__ void store_regs(U* __restrict__ dst, const F& f, i64 o0, i64 o1, i64 o2, i64 o3) {
   typedef typename F::Tiling Tiling;
+  typedef typename F::atom Atom;
+  constexpr bool pairs = VEC >= static_cast<int>(2 * sizeof(U)) && G::s3 == 1 && F::shape::d3 % 2 == 0 &&
+                         !Tiling::row_vector && c_values_pair<Atom>();
+  constexpr int step = pairs ? 2 : 1;
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
 #pragma unroll
   for (int i = 0; i < Tiling::per_warp; ++i) {
@@ -953,25 +1067,35 @@ __device__ __forceinline__ void store_regs(U* __restrict__ dst, const F& f, i64 
 #pragma unroll
     for (int j = 0; j < F::atoms_n; ++j)
 #pragma unroll
-      for (int v = 0; v < F::atom::c_values; ++v) {
-        const int e = task_element<typename F::atom, typename F::shape, F::atoms_n>(task, j, v, lane);
+      for (int v = 0; v < Atom::c_values; v += step) {
+        const int e = task_element<Atom, typename F::shape, F::atoms_n>(task, j, v, lane);
         if (e < 0 || !F::writes(lane, v)) continue;
         const Idx x = unflatten<typename F::shape>(e);
-        const i64 g0 = o0 + x.i0, g1 = o1 + x.i1, g2 = o2 + x.i2, g3 = o3 + x.i3;
-        if (inside<G, MASK>(g0, g1, g2, g3))
-          dst[g0 * G::s0 + g1 * G::s1 + g2 * G::s2 + g3 * G::s3] = from_f32<U>(f.acc[i][j][v]);
+        typedef typename G::index I;
+      const I g0 = static_cast<I>(o0) + x.i0, g1 = static_cast<I>(o1) + x.i1, g2 = static_cast<I>(o2) + x.i2,
+              g3 = static_cast<I>(o3) + x.i3;
+        if (!inside<G, MASK>(g0, g1, g2, g3)) continue;
+        U* to = dst + offset<G>(g0, g1, g2, g3);
+        if constexpr (pairs) {
+          Run<2, U> r;
+          r.v[0] = from_f32<U>(f.acc[i][j][v]);
+          r.v[1] = from_f32<U>(f.acc[i][j][v + 1]);
+          *reinterpret_cast<Run<2, U>*>(to) = r;
+        } else {
+          *to = from_f32<U>(f.acc[i][j][v]);
+        }
       }
   }
 }
-
 
 // Folds dim DIM of x (shape SX) to TO groups: element j of the result folds x[j], x[j + TO], x[j + 2 TO], ...
 // Without BY_WARPS one thread folds each result element, in that order (the reference interpreter's order). With
 // BY_WARPS (lowering: the group has at least a warp's worth of elements) a warp folds each result element: lane l
 // folds elements l, l + warp, ... of the group, then a shuffle tree of the warp's size combines the lanes. Sums
-// then differ from the in-order fold by rounding only; a max is the same.
-template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T, class Op>
-__device__ __forceinline__ void reduce(float* dst, const T* x, Op op) {
+// then differ from the in-order fold by rounding only; a max is the same. `pre` maps each element of x as it is
+// read, `post` each folded result before it is written.
+template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T, class Op, class Pre, class Post>
+__device__ __forceinline__ void reduce(float* dst, const T* x, Op op, Pre pre, Post post) {
   constexpr int n = extent<SX>(DIM), in = inner<SX>(DIM), groups = n / TO;
   if constexpr (BY_WARPS) {
     static_assert(groups >= kWarpSize, "lowering folds by warps only groups of a warp or more");
@@ -979,30 +1103,30 @@ __device__ __forceinline__ void reduce(float* dst, const T* x, Op op) {
     for (int e = threadIdx.x / kWarpSize; e < SY::size; e += warps) {
       const int i = e % in, j = e / in % TO, o = e / in / TO;
       const T* p = x + (o * n + j) * in + i;
-      float acc = to_f32(p[lane * TO * in]);
-      for (int k = lane + kWarpSize; k < groups; k += kWarpSize) acc = op(acc, to_f32(p[k * TO * in]));
+      float acc = pre(to_f32(p[lane * TO * in]));
+      for (int k = lane + kWarpSize; k < groups; k += kWarpSize) acc = op(acc, pre(to_f32(p[k * TO * in])));
 #pragma unroll
       for (int mask = kWarpSize / 2; mask > 0; mask /= 2) acc = op(acc, shfl_xor(acc, mask));
-      if (lane == 0) dst[e] = acc;
+      if (lane == 0) dst[e] = post(acc);
     }
   } else {
     for (int e = threadIdx.x; e < SY::size; e += blockDim.x) {
       const int i = e % in, j = e / in % TO, o = e / in / TO;
       const T* p = x + (o * n + j) * in + i;
-      float acc = to_f32(p[0]);
-      for (int k = 1; k < groups; ++k) acc = op(acc, to_f32(p[k * TO * in]));
-      dst[e] = acc;
+      float acc = pre(to_f32(p[0]));
+      for (int k = 1; k < groups; ++k) acc = op(acc, pre(to_f32(p[k * TO * in])));
+      dst[e] = post(acc);
     }
   }
 }
 
-template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T>
-__device__ __forceinline__ void reduce_sum(float* dst, const T* x) {
-  reduce<SX, SY, DIM, TO, BY_WARPS>(dst, x, SumOp());
+template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T, class Pre = NoMap, class Post = NoMap>
+__device__ __forceinline__ void reduce_sum(float* dst, const T* x, Pre pre = {}, Post post = {}) {
+  reduce<SX, SY, DIM, TO, BY_WARPS>(dst, x, SumOp(), pre, post);
 }
-template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T>
-__device__ __forceinline__ void reduce_max(float* dst, const T* x) {
-  reduce<SX, SY, DIM, TO, BY_WARPS>(dst, x, MaxOp());
+template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T, class Pre = NoMap, class Post = NoMap>
+__device__ __forceinline__ void reduce_max(float* dst, const T* x, Pre pre = {}, Post post = {}) {
+  reduce<SX, SY, DIM, TO, BY_WARPS>(dst, x, MaxOp(), pre, post);
 }
 
 // dst = a ‖ b along dim DIM.

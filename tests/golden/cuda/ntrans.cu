@@ -62,8 +62,6 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k0_HN(const mg::f16*
   mg::f16* const g_HN = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[8,4096]
   using S_x = mg::Shape<1, 1, 1, 4096>;
   mg::f16* const t_x = reinterpret_cast<mg::f16*>(mg_smem + 16384);  // f16[1,4096]
-  using S_y_sq = mg::Shape<1, 1, 1, 4096>;
-  float* const t_y_sq = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,4096]
   using S_y_rms = mg::Shape<1, 1, 1, 1>;
   float* const t_y_rms = reinterpret_cast<float*>(mg_smem + 24576);  // f32[1,1]
   using S_y = mg::Shape<1, 1, 1, 4096>;
@@ -72,15 +70,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k0_HN(const mg::f16*
   mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_x, p_H, 0, 0, bx, 0, 0.0f);
   __syncthreads();
   // y = rms_norm(x, dim=1)  [examples/ntrans.mg:4:8]
-  mg::unary<S_y_sq>(t_y_sq, t_x, [](float x) { return x * x; });
-  __syncthreads();
-  mg::reduce_sum<S_y_sq, S_y_rms, 3, 1, true>(t_y_rms, t_y_sq);
-  __syncthreads();
-  mg::unary<S_y_rms>(t_y_rms, t_y_rms, [](float x) { return x * 0.00024414062f; });
-  __syncthreads();
-  mg::unary<S_y_rms>(t_y_rms, t_y_rms, [](float x) { return x + 1e-06f; });
-  __syncthreads();
-  mg::unary<S_y_rms>(t_y_rms, t_y_rms, [](float x) { return rsqrtf(x); });
+  mg::reduce_sum<S_x, S_y_rms, 3, 1, true>(t_y_rms, t_x, [](float x) { return x * x; }, [](float x) { x = x * 0.00024414062f; x = x + 1e-06f; return rsqrtf(x); });
   __syncthreads();
   mg::binary<S_y, S_x, S_y_rms>(t_y, t_x, t_y_rms, [](float x, float y) { return x * y; });
   __syncthreads();
@@ -178,8 +168,6 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k4_Y(const mg::f16* 
   mg::f16* const g_Z = reinterpret_cast<mg::f16*>(p_workspace + 196608);  // f16[8,4096]
   using S_x = mg::Shape<1, 1, 1, 4096>;
   mg::f16* const t_x = reinterpret_cast<mg::f16*>(mg_smem + 16384);  // f16[1,4096]
-  using S_y_sq = mg::Shape<1, 1, 1, 4096>;
-  float* const t_y_sq = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,4096]
   using S_y_rms = mg::Shape<1, 1, 1, 1>;
   float* const t_y_rms = reinterpret_cast<float*>(mg_smem + 24576);  // f32[1,1]
   using S_y = mg::Shape<1, 1, 1, 4096>;
@@ -188,15 +176,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k4_Y(const mg::f16* 
   mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_x, g_Z, 0, 0, bx, 0, 0.0f);
   __syncthreads();
   // y = rms_norm(x, dim=1)  [examples/ntrans.mg:8:7]
-  mg::unary<S_y_sq>(t_y_sq, t_x, [](float x) { return x * x; });
-  __syncthreads();
-  mg::reduce_sum<S_y_sq, S_y_rms, 3, 1, true>(t_y_rms, t_y_sq);
-  __syncthreads();
-  mg::unary<S_y_rms>(t_y_rms, t_y_rms, [](float x) { return x * 0.00024414062f; });
-  __syncthreads();
-  mg::unary<S_y_rms>(t_y_rms, t_y_rms, [](float x) { return x + 1e-06f; });
-  __syncthreads();
-  mg::unary<S_y_rms>(t_y_rms, t_y_rms, [](float x) { return rsqrtf(x); });
+  mg::reduce_sum<S_x, S_y_rms, 3, 1, true>(t_y_rms, t_x, [](float x) { return x * x; }, [](float x) { x = x * 0.00024414062f; x = x + 1e-06f; return rsqrtf(x); });
   __syncthreads();
   mg::binary<S_y, S_x, S_y_rms>(t_y, t_x, t_y_rms, [](float x, float y) { return x * y; });
   __syncthreads();
