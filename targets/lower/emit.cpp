@@ -435,6 +435,7 @@ class Emitter {
          origin);
     const std::string in = "  ";
     line(in + fill(d_.shared_declaration, "mg_smem"), origin);
+    line(in + fill(d_.threads_hint, std::to_string(k.block[0])), origin);
     // The block indices the statements use.
     static const char* const kBlock[3] = {"bx", "by", "bz"};
     std::string indices;

@@ -30,6 +30,8 @@ struct Dialect {
   std::string_view launch_bounds;              // "__launch_bounds__({})": threads per block
   std::string_view restrict_qualifier;         // "__restrict__"
   std::string_view shared_declaration;         // "extern __shared__ __align__(16) unsigned char {}[];": the name
+  std::string_view threads_hint;               // "mg::assume_threads<{}>();": tells the compiler the block's thread
+                                               // count (every launch uses exactly it), so loops over a tile unroll
   std::array<std::string_view, 3> block_index;  // "blockIdx.x", "blockIdx.y", "blockIdx.z"
   std::string_view barrier;                    // "__syncthreads();"
   std::string_view byte_type;                  // "unsigned char": raw memory (the workspace)

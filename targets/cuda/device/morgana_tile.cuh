@@ -105,6 +105,17 @@ __device__ __forceinline__ To convert(From x) {
 // The max of the reference interpreter: a NaN in the running value stays.
 __device__ __forceinline__ float max_nan(float a, float b) { return (a != a || a >= b) ? a : b; }
 
+// The kernel runs exactly N threads per block in x (the launch's block size, from the kernel IR): the compiler then
+// knows every tile loop's trip count (`for (i = threadIdx.x; i < n; i += blockDim.x)`), unrolls it and folds its
+// index math (measured: a third fewer instructions in cp.async loops).
+template <int N>
+__device__ __forceinline__ void assume_threads() {
+#ifndef MG_HOST_EMULATION
+  __builtin_assume(blockDim.x == N);
+  __builtin_assume(threadIdx.x < N);
+#endif
+}
+
 // ---- shapes and indices ----
 
 template <int D0, int D1, int D2, int D3>

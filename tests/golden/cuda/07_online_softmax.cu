@@ -28,6 +28,7 @@
 // grid [1,1,1], 512 threads, 784 bytes of shared memory, loop of 1
 extern "C" __global__ void __launch_bounds__(512, 1) ref_k0_S(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
+  mg::assume_threads<512>();
   using S_x = mg::Shape<1, 1, 4, 32>;
   mg::f16* const t_x = reinterpret_cast<mg::f16*>(mg_smem + 512);  // f16[4,32]
   using S_m = mg::Shape<1, 1, 4, 1>;
@@ -111,6 +112,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ref_k0_S(const mg::f16* __r
 // grid [4,1,1], 512 threads, 176 bytes of shared memory, loop of 4
 extern "C" __global__ void __launch_bounds__(512, 1) cand_k0_M(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
+  mg::assume_threads<512>();
   const long long bx = blockIdx.x;
   mg::f16* const g_M = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[4,1]
   mg::f16* const g_L = reinterpret_cast<mg::f16*>(p_workspace + 256);  // f16[4,1]
@@ -168,6 +170,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) cand_k0_M(const mg::f16* __
 // grid [1,1,1], 512 threads, 784 bytes of shared memory, loop of 1
 extern "C" __global__ void __launch_bounds__(512, 1) cand_k1_D(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
+  mg::assume_threads<512>();
   mg::f16* const g_M = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[4,1]
   mg::f16* const g_D = reinterpret_cast<mg::f16*>(p_workspace + 512);  // f16[4,32]
   using S_x = mg::Shape<1, 1, 4, 32>;
@@ -193,6 +196,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) cand_k1_D(const mg::f16* __
 // grid [1,1,1], 512 threads, 768 bytes of shared memory, loop of 1
 extern "C" __global__ void __launch_bounds__(512, 1) cand_k2_E(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
+  mg::assume_threads<512>();
   mg::f16* const g_D = reinterpret_cast<mg::f16*>(p_workspace + 512);  // f16[4,32]
   mg::f16* const g_E = reinterpret_cast<mg::f16*>(p_workspace + 768);  // f16[4,32]
   using S_x = mg::Shape<1, 1, 4, 32>;
@@ -214,6 +218,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) cand_k2_E(const mg::f16* __
 // grid [1,1,1], 512 threads, 784 bytes of shared memory, loop of 1
 extern "C" __global__ void __launch_bounds__(512, 1) cand_k3_S(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
+  mg::assume_threads<512>();
   mg::f16* const g_L = reinterpret_cast<mg::f16*>(p_workspace + 256);  // f16[4,1]
   mg::f16* const g_E = reinterpret_cast<mg::f16*>(p_workspace + 768);  // f16[4,32]
   using S_x = mg::Shape<1, 1, 4, 32>;

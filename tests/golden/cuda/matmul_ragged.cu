@@ -26,6 +26,7 @@
 // grid [3,2,1], 128 threads, 4560 bytes of shared memory, loop of 32
 extern "C" __global__ void __launch_bounds__(128, 1) matmul_ragged_k0_C(const mg::f16* __restrict__ p_A, const mg::f16* __restrict__ p_B, mg::f16* __restrict__ p_C) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
+  mg::assume_threads<128>();
   const long long bx = blockIdx.x, by = blockIdx.y;
   using S_a = mg::Shape<1, 1, 5, 32>;
   mg::f16* const t_a_buffers = reinterpret_cast<mg::f16*>(mg_smem + 2496);  // f16[1,5,32], 4 buffers (pipelined loads)

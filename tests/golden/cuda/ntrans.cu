@@ -58,6 +58,7 @@
 // grid [8,1,1], 512 threads, 24592 bytes of shared memory, loop of 1
 extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k0_HN(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
+  mg::assume_threads<512>();
   const long long bx = blockIdx.x;
   mg::f16* const g_HN = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[8,4096]
   using S_x = mg::Shape<1, 1, 1, 4096>;
@@ -83,6 +84,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k0_HN(const mg::f16*
 // grid [8,4,1], 512 threads, 8192 bytes of shared memory, loop of 1
 extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k1_D(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
+  mg::assume_threads<512>();
   const long long bx = blockIdx.x, by = blockIdx.y;
   mg::f16* const g_HN = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[8,4096]
   mg::f16* const g_D = reinterpret_cast<mg::f16*>(p_workspace + 65536);  // f16[8,4096]
@@ -110,6 +112,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k1_D(const mg::f16* 
 // grid [8,4,1], 512 threads, 8192 bytes of shared memory, loop of 1
 extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k2_AD(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
+  mg::assume_threads<512>();
   const long long bx = blockIdx.x, by = blockIdx.y;
   mg::f16* const g_D = reinterpret_cast<mg::f16*>(p_workspace + 65536);  // f16[8,4096]
   mg::f16* const g_AD = reinterpret_cast<mg::f16*>(p_workspace + 131072);  // f16[8,4096]
@@ -137,6 +140,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k2_AD(const mg::f16*
 // grid [8,4,1], 512 threads, 8192 bytes of shared memory, loop of 1
 extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k3_Z(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
+  mg::assume_threads<512>();
   const long long bx = blockIdx.x, by = blockIdx.y;
   mg::f16* const g_AD = reinterpret_cast<mg::f16*>(p_workspace + 131072);  // f16[8,4096]
   mg::f16* const g_Z = reinterpret_cast<mg::f16*>(p_workspace + 196608);  // f16[8,4096]
@@ -164,6 +168,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k3_Z(const mg::f16* 
 // grid [8,1,1], 512 threads, 24592 bytes of shared memory, loop of 1
 extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k4_Y(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
+  mg::assume_threads<512>();
   const long long bx = blockIdx.x;
   mg::f16* const g_Z = reinterpret_cast<mg::f16*>(p_workspace + 196608);  // f16[8,4096]
   using S_x = mg::Shape<1, 1, 1, 4096>;
