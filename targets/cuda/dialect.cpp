@@ -33,6 +33,7 @@ const lower::Dialect& cuda_dialect() {
       .barrier = "__syncthreads();",
       .byte_type = "unsigned char",
       .index_type = "long long",
+      .loop_index_type = "int",
       .storage_type = {"mg::f16", "mg::bf16", "float"},
       .define = "#define {}",
       .include = "#include \"{}\"",

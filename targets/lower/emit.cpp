@@ -492,7 +492,9 @@ class Emitter {
     for (const Stmt& s : k.prologue) stmt(k, s, in);
     if (!k.body.empty()) {
       iter_ = "it";
-      line(in + "for (" + idx + " it = 0; it < " + std::to_string(k.loop) + "; ++it) {", origin);
+      MG_CHECK(k.loop < (int64_t{1} << 31), "emit: a for-loop of more than 2^31 iterations");
+      line(in + "for (" + std::string(d_.loop_index_type) + " it = 0; it < " + std::to_string(k.loop) + "; ++it) {",
+           origin);
       for (const Stmt& s : k.body) stmt(k, s, in + "  ");
       line(in + "}", origin);
     }

@@ -44,7 +44,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_ragged_k0_C(const mg
   mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 2 % 4 * 160), p_A, 0, bx, 0, 2 * 32, 0.0f);
   mg::async_wait<3>();
   __syncthreads();
-  for (long long it = 0; it < 32; ++it) {
+  for (int it = 0; it < 32; ++it) {
     if ((it + 3) < 32) mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + (it + 3) % 4 * 160), p_A, 0, bx, 0, (it + 3) * 32, 0.0f);
     mg::async_wait<3>();
     // b = iter(B, imap=[-,1,-], fmap=0, mask=true)  [tests/lower/specs/matmul_ragged.mg:3:7]
