@@ -64,7 +64,7 @@ WaveTime wave_time(const detail::Work& w, int64_t nb, const targets::Target& t) 
   wt.memory_s = std::max({share * dram / dram_rate, share * (dram + k.l2_reread_bytes) / l2_rate,
                           busiest * k.smem_fill_bytes / fill_rate});
   // Per block, device-wide seconds times sms = seconds on one SM's share of the units.
-  const double per_block_s = (w.tensor_s + k.vector_flops / detail::vector_rate(t)) / blocks * sms;
+  const double per_block_s = (w.tensor_s + w.vector_s) / blocks * sms;
   wt.compute_s = busiest * per_block_s;
   return wt;
 }

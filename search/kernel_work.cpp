@@ -83,10 +83,13 @@ std::string label_of(const Graph& g, const Node& n) {
   return s;
 }
 
-void add_flops(Work& w, const Flops& f, double times) {
+// `in_registers`: the statement works on rows a warp holds in registers, at the vector peak; anything else is a pass
+// over shared memory at the target's vector_efficiency of it.
+void add_flops(Work& w, const Flops& f, double times, bool in_registers, const targets::Target& t) {
   w.k.tensor_flops += f.tensor * times;
   w.tensor_s += f.tensor_s * times;
   w.k.vector_flops += f.vector * times;
+  w.vector_s += f.vector * times / (in_registers ? t.peak.f32_vector * 1e12 : vector_rate(t));
 }
 
 }  // namespace
@@ -97,7 +100,7 @@ double tensor_rate(const targets::Target& t, DType dtype) {
 }
 
 double vector_rate(const targets::Target& t) {
-  return t.peak.f32_vector * 1e12;
+  return t.peak.f32_vector * 1e12 * t.cost.vector_efficiency;
 }
 
 Flops op_flops(ir::OpCode op, std::span<const TensorType> in, std::span<const TensorType> out,
@@ -290,9 +293,9 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     const auto in = types_of(body, ops);
     const auto out = result_types(body, nd);
     const Flops f = op_flops(nd.op, in, out, t);
-    add_flops(w, f, blocks * static_cast<double>(epi ? 1 : p.loop));
     const bool rows =
         nd.num_results == 1 && held_in_rows(nd, kind, ops, in, out[0], f, in_rows, warps, k.threads, t);
+    add_flops(w, f, blocks * static_cast<double>(epi ? 1 : p.loop), rows, t);
     const Folding fold = rows ? Folding::none : folding(body, nd, kind, readers);
     if (!rows && fold == Folding::none)
       for (const auto& o : out) smem += static_cast<double>(o.numel() * ir::dtype_bytes(kComputeType));
@@ -342,7 +345,7 @@ Work predefined_work(const Graph& g, const Node& n, const targets::Target& t) {
   k.library = true;
   for (const auto& x : in) k.dram_read_bytes += bytes_of(x);
   for (const auto& y : out) k.dram_write_bytes += bytes_of(y);
-  add_flops(w, op_flops(n.op, in, out, t), 1);
+  add_flops(w, op_flops(n.op, in, out, t), 1, false, t);
   const TensorType& a = in.empty() ? out[0] : in[0];
   const int64_t elem = ir::dtype_bytes(a.dtype);
   int64_t acc_elems = 0;

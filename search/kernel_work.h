@@ -16,6 +16,9 @@ namespace morgana::search::detail {
 struct Work {
   KernelCost k;
   double tensor_s = 0;
+  // Device-wide seconds of the vector FLOPs: passes over shared memory (and the scalar matmul routine) at the
+  // target's vector_efficiency, statements on rows in registers at the vector peak.
+  double vector_s = 0;
 };
 
 Work block_work(const ir::Graph& g, const ir::Node& n, const targets::Target& t);

@@ -140,6 +140,7 @@ const KeySpec<Target> kCostKeys[] = {
     MG_KEY(cost, iteration_latency_us, required, non_negative, NoChoices()),
     MG_KEY(cost, pass_element_ns, optional, non_negative, NoChoices()),
     MG_KEY(cost, overlap_miss, optional, fraction, NoChoices()),
+    MG_KEY(cost, vector_efficiency, optional, fraction, NoChoices()),
 };
 const KeySpec<MatrixInstr> kMatrixKeys[] = {
     MG_MATRIX_KEY(op, required, any, NoChoices()),

@@ -118,6 +118,8 @@ struct Cost {
   double iteration_latency_us = 0;  // what a for-loop iteration whose loads are not pipelined waits for them
   double pass_element_ns = 0;  // a statement pass over shared memory, per element each thread handles (optional)
   double overlap_miss = 0;     // fraction of the shorter of a wave's memory and compute time not hidden (optional)
+  double vector_efficiency = 1;  // achievable fraction of the f32 vector peak for generated elementwise, reduction
+                                 // and scalar matmul code (optional)
 };
 
 struct Target {
