@@ -4,10 +4,10 @@
 // meaning targets/lower/kernel_ir.h gives it, for every thread of the block together. The compiler embeds this file
 // and hands it to NVRTC by name, so it includes nothing and needs no include path.
 //
-// These are the straightforward versions: threads stride over the elements of the result (thread i takes elements
-// i, i + blockDim.x, ...), a matmul element is a dot product over shared memory, a reduction folds one output
-// element per thread in order. Faster versions (mma.sync / wgmma matmuls, cp.async loads, warp-cooperative
-// reductions) replace a function here without changing its signature or the emitter. Two promises the lowering
+// Threads stride over the result (thread i takes elements, or runs of neighbours, i, i + blockDim.x, ...; the
+// generated kernel tells the compiler blockDim.x: assume_threads); matmuls run on the target's matrix instruction
+// where the lowering chose one (else a dot product per element over shared memory), loads are cp.async where
+// 16-byte copies are proved, reductions fold by warps where a group has a warp's worth of elements. Two promises the lowering
 // relies on: a function reads an element's inputs and writes that element from the same thread (so an elementwise
 // op may write over its operand), and a function that needs threads to exchange data synchronises inside.
 //
