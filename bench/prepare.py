@@ -172,8 +172,32 @@ def prepare_spec(args, spec_path: Path, out: Path) -> Dict:
                                             "verification": c["verification"], "mugraph": f"{name}/cand{i}.mg",
                                             "same_as_best": _program_text(c["mugraph"]) == best_text})
                 jobs.append((f"cand{i}", f))
+    jobs += add_variants(args, name, d, entry)
     compile_bundles(morgana, args.target, d, jobs, entry)
     return entry
+
+
+def add_variants(args, name: str, d: Path, entry: Dict) -> List:
+    """--variants NAME=FILE: μGraph files of spec NAME written by hand (another grid, loop or tiling), proven
+    equivalent to the spec (`morgana verify`), copied to d/varN.mg with the cost model's estimate, compiled and timed
+    like the candidates: how the model's ranking is checked on forms the search did not keep."""
+    jobs = []
+    for i, src in enumerate(args.variant_files.get(name, []), 1):
+        f = d / f"var{i}.mg"
+        shutil.copyfile(src, f)
+        r = run([args.morgana, "verify", str(d / "spec.mg"), str(f)])
+        if r.returncode != 0:  # timed only what morgana proves equivalent to the spec, as the search's candidates
+            entry["errors"].append(f"variant {src}: morgana verify exited {r.returncode}: {tail(r.stdout or r.stderr)}")
+            continue
+        r = run([args.morgana, "check", str(f), "--target", args.target])
+        m = re.search(r"cost on \S+: ([0-9.]+) us", r.stdout)
+        if r.returncode != 0 or m is None:
+            entry["errors"].append(f"variant {src}: morgana check exited {r.returncode}: {tail(r.stderr or r.stdout)}")
+            continue
+        entry.setdefault("variants", []).append({"label": f"var{i}", "source": os.path.relpath(src, ROOT),
+                                                 "mugraph": f"{name}/var{i}.mg", "cost_us": float(m.group(1))})
+        jobs.append((f"var{i}", f))
+    return jobs
 
 
 def compile_bundles(morgana: str, target: str, d: Path, jobs, entry: Dict) -> None:
@@ -193,6 +217,8 @@ def compile_bundles(morgana: str, target: str, d: Path, jobs, entry: Dict) -> No
         print(f"  compile {label}: exit {cr.returncode} in {secs} s", flush=True)
     for c in entry["candidates"]:
         c["bundle"] = entry["bundles"].get(f"cand{c['rank']}")
+    for v in entry.get("variants", []):
+        v["bundle"] = entry["bundles"].get(v["label"])
 
 
 def recompile(args, out: Path, argv: List[str]) -> int:
@@ -213,7 +239,8 @@ def recompile(args, out: Path, argv: List[str]) -> int:
     for entry in manifest["specs"]:
         print(f"{entry['name']}:", flush=True)
         d = out / entry["name"]
-        labels = ["best", "plain"] + [f"cand{c['rank']}" for c in entry["candidates"]]
+        labels = (["best", "plain"] + [f"cand{c['rank']}" for c in entry["candidates"]] +
+                  [v["label"] for v in entry.get("variants", [])])
         jobs = [(label, d / ("spec.mg" if label == "plain" else f"{label}.mg")) for label in labels]
         jobs = [(label, src) for label, src in jobs if src.exists()]
         entry["bundles"], entry["errors"] = {}, []
@@ -239,6 +266,8 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=5, help="verified candidates to keep and compile (default: 5)")
     ap.add_argument("--time-limit", type=float, help="optimize's --time-limit per spec (default: morgana's)")
     ap.add_argument("--threads", type=int, help="optimize's --threads (default: morgana's, one per core)")
+    ap.add_argument("--variants", nargs="+", default=[], metavar="NAME=FILE",
+                    help="hand-written μGraphs of spec NAME, compiled and timed beside its candidates (varN)")
     ap.add_argument("--recompile", action="store_true",
                     help="no search: compile the μGraphs an earlier prepare left in OUT again (after a change to "
                          "lowering or code generation)")
@@ -246,6 +275,13 @@ def main(argv=None) -> int:
     if not Path(args.morgana).exists() and not shutil.which(args.morgana):
         print(f"no morgana binary at {args.morgana} (build it, or pass --morgana)", file=sys.stderr)
         return 1
+    args.variant_files = {}
+    for v in args.variants:
+        name, sep, file = v.partition("=")
+        if not sep or not Path(file).is_file():
+            print(f"--variants {v}: expected NAME=FILE with an existing μGraph file", file=sys.stderr)
+            return 1
+        args.variant_files.setdefault(name, []).append(Path(file))
     if args.recompile:
         return recompile(args, Path(args.out), argv if argv is not None else sys.argv[1:])
     specs = [Path(p) for p in (args.specs or sorted(glob.glob(str(ROOT / "examples" / "*.mg"))))]

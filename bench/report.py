@@ -119,6 +119,10 @@ def markdown(results: Dict) -> str:
         if not row.get("exceeds_2x_l2", True):
             notes.append(f"{row['name']}: {row['sets']} input sets of {row['set_bytes']} bytes stay below 2x L2 "
                          f"(--max-sets)")
+        for v in row.get("variants", []):
+            us = _ok_us(v)
+            notes.append(f"{row['name']} {v['label']} ({v.get('source')}, estimated {v.get('cost_us', 0):.2f} µs): "
+                         + (f"{us:.2f} µs" if us is not None else v.get("status", "?")))
         for key, res in list(row["results"].items()) + [(f"candidate {c.get('rank')}", c)
                                                           for c in row.get("candidates", [])]:
             if res.get("status") == "error":

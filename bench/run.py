@@ -289,6 +289,15 @@ def bench_spec(torch, device, entry: Dict, out_dir: Path, lib, machine: Dict, ar
                 f"cand{c['rank']}", out_dir / c["bundle"], kernel, device, lib))
             res.update({"rank": c["rank"], "cost_us": c.get("cost_us"), "same_as_best": c.get("same_as_best")})
             row["candidates"].append(res)
+        for v in entry.get("variants", []):
+            if not v.get("bundle"):
+                row.setdefault("variants", []).append({"label": v["label"], "status": "error", "message": "not compiled",
+                                                       "cost_us": v.get("cost_us"), "source": v.get("source")})
+                continue
+            res = run_one(f"variant {v['label']}", lambda v=v: MorganaCandidate(
+                v["label"], out_dir / v["bundle"], kernel, device, lib))
+            res.update({"cost_us": v.get("cost_us"), "source": v.get("source")})
+            row.setdefault("variants", []).append(res)
     del check_sets, timing_sets, refs
     torch.cuda.empty_cache()
     report.summarise(row, machine)

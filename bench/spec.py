@@ -41,6 +41,10 @@ class SpecError(ValueError):
     """A spec this reader cannot take; the message starts with file:line:column."""
 
 
+class MugraphError(SpecError):
+    """The file is a μGraph (it has block ops), not a spec: the benchmark's baselines need the spec it computes."""
+
+
 @dataclass(frozen=True)
 class Param:
     name: str
@@ -173,8 +177,8 @@ class _Parser:
         self.i = 0
         self.file = file
 
-    def fail(self, tok: _Tok, msg: str):
-        raise SpecError(f"{self.file}:{tok.line}:{tok.col}: {msg}")
+    def fail(self, tok: _Tok, msg: str, error=SpecError):
+        raise error(f"{self.file}:{tok.line}:{tok.col}: {msg}")
 
     def peek(self, k: int = 0) -> _Tok:
         return self.toks[min(self.i + k, len(self.toks) - 1)]
@@ -278,7 +282,8 @@ class _Parser:
         self.expect("=")
         op = self.name("an op")
         if op.text == "block":
-            self.fail(op, "a block op: this is a μGraph, and the benchmark's baselines need the spec it computes")
+            self.fail(op, "a block op: this is a μGraph, and the benchmark's baselines need the spec it computes",
+                      MugraphError)
         if op.text not in OPS:
             self.fail(op, f"unknown op '{op.text}' (the benchmark knows {', '.join(sorted(OPS))})")
         if len(outs) != 1:
