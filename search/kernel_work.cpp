@@ -147,11 +147,6 @@ Flops op_flops(ir::OpCode op, std::span<const TensorType> in, std::span<const Te
 
 namespace {
 
-// Whether the lowering keeps a block op's result in registers, each warp holding whole rows of it (pass
-// keep_rows_in_registers, restated in its essentials since search/ may not depend on lowering code): a matmul on
-// tensor cores whose row blocks of the warp-scope instruction give every warp rows of its own, or an elementwise
-// op, a last-dim reduction or an accumulator of such a tensor with the same rows; and a thread's share of the
-// tensor at most a third of its registers (the lowering's limit for one tile).
 // Whether the lowering folds unary node nd into a neighbouring statement (fuse_elementwise: the same rules on the
 // block graph): into the statement that computes its operand, when nothing else reads that; else into its one
 // reader, an elementwise op or reduction taking it as first operand.
@@ -171,6 +166,11 @@ Folding folding(const Graph& body, const Node& nd, OpKind kind,
   return folds(ir::op_info(reader.op).kind) && first_only ? Folding::into_reader : Folding::none;
 }
 
+// Whether the lowering keeps a block op's result in registers, each warp holding whole rows of it (pass
+// keep_rows_in_registers, restated in its essentials since search/ may not depend on lowering code): a matmul on
+// tensor cores whose row blocks of the warp-scope instruction give every warp rows of its own, or an elementwise
+// op, a last-dim reduction or an accumulator of such a tensor with the same rows; and a thread's share of the
+// tensor at most a third of its registers (the lowering's limit for one tile).
 bool held_in_rows(const Node& nd, OpKind kind, std::span<const ir::TensorId> ops, std::span<const TensorType> in,
                   const TensorType& out, const Flops& f, const std::vector<char>& in_rows, int64_t warps,
                   int64_t threads, const targets::Target& t) {

@@ -202,7 +202,6 @@ class Emitter {
   }
 
   // The f32 expression of an elementwise op on x (and y).
-  std::string scalar_expr(const Stmt& s) const { return scalar_expr(s.op, s.scalar); }
   std::string scalar_expr(ir::OpCode op, double scalar) const {
     const std::string e(d_.exp);
     switch (op) {
@@ -238,7 +237,7 @@ class Emitter {
            (steps.empty() ? std::string("x") : steps.back()) + "; }";
   }
   std::string lambda(const Stmt& s) const {
-    return lambda(s.pre, scalar_expr(s), s.post, s.kind == StmtKind::Binary);
+    return lambda(s.pre, scalar_expr(s.op, s.scalar), s.post, s.kind == StmtKind::Binary);
   }
   // A reduction's maps as arguments after its operands ("" when it has none).
   std::string reduce_maps(const Stmt& s) const {

@@ -121,7 +121,7 @@ std::string affine(const Affine& a) {
 std::string mapped(const std::vector<ElementMap>& maps, std::string x) {
   for (const ElementMap& m : maps)
     x = std::string(ir::op_name(m.op)) + "(" + x +
-        (m.op == ir::OpCode::mul_scalar || m.op == ir::OpCode::add_scalar ? ", " + ir::format_number(m.scalar) : "") +
+        (ir::op_info(m.op).attrs & ir::kAttrS ? ", " + ir::format_number(m.scalar) : "") +
         ")";
   return x;
 }

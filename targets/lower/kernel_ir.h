@@ -141,8 +141,8 @@ struct Stmt {
   int dim = 0;                        // Reduce, Concat: the dim of the tiles
   int64_t to = 1;                     // Reduce
   double scalar = 0;                  // Unary mul_scalar, add_scalar
-  // Unary, Binary, Reduce (pass fuse_elementwise): maps applied in order to each element of `a` as it is read
-  // (Reduce, Unary only), and to each result element before it is written.
+  // Unary, Binary, Reduce (pass fuse_elementwise): maps applied in order to each element of operand `a` as it is
+  // read (pre), and to each result element before it is written (post).
   std::vector<ElementMap> pre, post;
   bool accumulate = false;            // Matmul
   int64_t ahead = 0;                  // Load: of iteration it + ahead, into its buffer; skipped past the last one.

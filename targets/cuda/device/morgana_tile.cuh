@@ -134,21 +134,9 @@ struct Swizzled : Shape<D0, D1, D2, D3> {
   static constexpr bool swizzled = true;
 };
 
-// Where element e (row-major index) of a tile of shape S with 16-bit elements is stored.
-template <class S>
-__device__ __forceinline__ int stored_at(int e) {
-  if constexpr (!S::swizzled) {
-    return e;
-  } else {
-    constexpr int per = 8, chunks = S::d3 / per, span = chunks < 8 ? chunks : 8, group = 8 / span;
-    static_assert(S::d3 % per == 0 && (chunks & (chunks - 1)) == 0, "lowering swizzles rows of 2^k 16-byte chunks");
-    const unsigned u = static_cast<unsigned>(e), row = u / S::d3, c = u % S::d3 / per;
-    return static_cast<int>(row * S::d3 + (c ^ (row / group % span)) * per + u % per);
-  }
-}
-
-// The same for the element at (row, col) of the tile seen as rows of S::d3 (row counting across the leading dims):
-// the form the hot loops use, whose swizzle term depends on the row alone (hoisted where the row is loop-invariant).
+// Where the element at (row, col) of a tile of shape S is stored, the tile seen as rows of S::d3 (row counting
+// across the leading dims): the form the hot loops use, whose swizzle term depends on the row alone (hoisted where
+// the row is loop-invariant).
 template <class S>
 __device__ __forceinline__ int stored_at(int row, int col) {
   if constexpr (!S::swizzled) {
@@ -159,6 +147,13 @@ __device__ __forceinline__ int stored_at(int row, int col) {
     const unsigned r = static_cast<unsigned>(row), c = static_cast<unsigned>(col);
     return static_cast<int>(r * S::d3 + ((c / per) ^ (r / group % span)) * per + c % per);
   }
+}
+// The same for element e (row-major index); unsigned division: e is never negative, and extents are mostly powers of 2.
+template <class S>
+__device__ __forceinline__ int stored_at(int e) {
+  if constexpr (!S::swizzled) return e;
+  const unsigned u = static_cast<unsigned>(e);
+  return stored_at<S>(static_cast<int>(u / S::d3), static_cast<int>(u % S::d3));
 }
 
 template <bool C, class A, class B>
@@ -215,19 +210,26 @@ __device__ __forceinline__ int broadcast_offset(const Idx& x) {
          (S::d3 == 1 ? 0 : x.i3);
 }
 
-// Whether the element at origin o + x lies inside G along the dims in MASK (bit d: dim d is checked).
-// The element offset of index (g0..g3) in G, in G's index type.
-template <class G, class I>
-__device__ __forceinline__ I offset(I g0, I g1, I g2, I g3) {
-  return g0 * static_cast<I>(G::s0) + g1 * static_cast<I>(G::s1) + g2 * static_cast<I>(G::s2) +
-         g3 * static_cast<I>(G::s3);
-}
-
-template <class G, int MASK, class I>
-__device__ __forceinline__ bool inside(I g0, I g1, I g2, I g3) {
-  return (!(MASK & 1) || g0 < G::n0) && (!(MASK & 2) || g1 < G::n1) && (!(MASK & 4) || g2 < G::n2) &&
-         (!(MASK & 8) || g3 < G::n3);
-}
+// The index in tensor G of element x of a tile placed at origin (o0..o3), in G's index type.
+template <class G>
+struct GlobalIdx {
+  typedef typename G::index I;
+  I g0, g1, g2, g3;
+  __device__ __forceinline__ GlobalIdx(i64 o0, i64 o1, i64 o2, i64 o3, const Idx& x)
+      : g0(static_cast<I>(o0) + x.i0), g1(static_cast<I>(o1) + x.i1), g2(static_cast<I>(o2) + x.i2),
+        g3(static_cast<I>(o3) + x.i3) {}
+  // Its element offset in G.
+  __device__ __forceinline__ I offset() const {
+    return g0 * static_cast<I>(G::s0) + g1 * static_cast<I>(G::s1) + g2 * static_cast<I>(G::s2) +
+           g3 * static_cast<I>(G::s3);
+  }
+  // Whether it lies inside G along the dims in MASK (bit d: dim d is checked).
+  template <int MASK>
+  __device__ __forceinline__ bool inside() const {
+    return (!(MASK & 1) || g0 < G::n0) && (!(MASK & 2) || g1 < G::n1) && (!(MASK & 4) || g2 < G::n2) &&
+           (!(MASK & 8) || g3 < G::n3);
+  }
+};
 
 // ---- statements ----
 
@@ -309,12 +311,10 @@ __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, 
     for (int i = threadIdx.x; i < vectors; i += blockDim.x) {
       const int e = i * per;
       const Idx x = unflatten<S>(e);
-      typedef typename G::index I;
-      const I g0 = static_cast<I>(o0) + x.i0, g1 = static_cast<I>(o1) + x.i1, g2 = static_cast<I>(o2) + x.i2,
-              g3 = static_cast<I>(o3) + x.i3;
+      const GlobalIdx<G> g(o0, o1, o2, o3, x);
       T* to = dst + stored_at<S>(e);
-      if (inside<G, MASK>(g0, g1, g2, g3)) {
-        const T* from = src + offset<G>(g0, g1, g2, g3);
+      if (g.template inside<MASK>()) {
+        const T* from = src + g.offset();
         if constexpr (COPY != copy_sync)
           cp_async_16(to, from);
         else
@@ -330,10 +330,8 @@ __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, 
     const T fill = from_f32<T>(pad);
     for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
       const Idx x = unflatten<S>(e);
-      typedef typename G::index I;
-      const I g0 = static_cast<I>(o0) + x.i0, g1 = static_cast<I>(o1) + x.i1, g2 = static_cast<I>(o2) + x.i2,
-              g3 = static_cast<I>(o3) + x.i3;
-      dst[e] = inside<G, MASK>(g0, g1, g2, g3) ? src[offset<G>(g0, g1, g2, g3)] : fill;
+      const GlobalIdx<G> g(o0, o1, o2, o3, x);
+      dst[e] = g.template inside<MASK>() ? src[g.offset()] : fill;
     }
   }
 }
@@ -348,25 +346,21 @@ __device__ __forceinline__ void store(U* __restrict__ dst, const T* src, i64 o0,
     for (int i = threadIdx.x; i < vectors; i += blockDim.x) {
       const int e = i * per;
       const Idx x = unflatten<S>(e);
-      typedef typename G::index I;
-      const I g0 = static_cast<I>(o0) + x.i0, g1 = static_cast<I>(o1) + x.i1, g2 = static_cast<I>(o2) + x.i2,
-              g3 = static_cast<I>(o3) + x.i3;
-      if (!inside<G, MASK>(g0, g1, g2, g3)) continue;
+      const GlobalIdx<G> g(o0, o1, o2, o3, x);
+      if (!g.template inside<MASK>()) continue;
       unsigned w[VEC / 4];
 #pragma unroll
       for (int j = 0; j < VEC / 4; ++j) w[j] = 0;
 #pragma unroll
       for (int j = 0; j < per; ++j) w[j * sizeof(U) / 4] |= word_bits(convert<U>(src[e + j])) << (8 * (j * sizeof(U) % 4));
-      Vec<VEC>::store(dst + offset<G>(g0, g1, g2, g3), w);
+      Vec<VEC>::store(dst + g.offset(), w);
     }
   } else {
     for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
       const Idx x = unflatten<S>(e);
-      typedef typename G::index I;
-      const I g0 = static_cast<I>(o0) + x.i0, g1 = static_cast<I>(o1) + x.i1, g2 = static_cast<I>(o2) + x.i2,
-              g3 = static_cast<I>(o3) + x.i3;
-      if (inside<G, MASK>(g0, g1, g2, g3))
-        dst[offset<G>(g0, g1, g2, g3)] = convert<U>(src[e]);
+      const GlobalIdx<G> g(o0, o1, o2, o3, x);
+      if (g.template inside<MASK>())
+        dst[g.offset()] = convert<U>(src[e]);
     }
   }
 }
@@ -1082,11 +1076,9 @@ __device__ __forceinline__ void store_regs(U* __restrict__ dst, const F& f, i64 
         const int e = task_element<Atom, typename F::shape, F::atoms_n>(task, j, v, lane);
         if (e < 0 || !F::writes(lane, v)) continue;
         const Idx x = unflatten<typename F::shape>(e);
-        typedef typename G::index I;
-      const I g0 = static_cast<I>(o0) + x.i0, g1 = static_cast<I>(o1) + x.i1, g2 = static_cast<I>(o2) + x.i2,
-              g3 = static_cast<I>(o3) + x.i3;
-        if (!inside<G, MASK>(g0, g1, g2, g3)) continue;
-        U* to = dst + offset<G>(g0, g1, g2, g3);
+        const GlobalIdx<G> g(o0, o1, o2, o3, x);
+        if (!g.template inside<MASK>()) continue;
+        U* to = dst + g.offset();
         if constexpr (pairs) {
           Run<2, U> r;
           r.v[0] = from_f32<U>(f.acc[i][j][v]);
