@@ -144,8 +144,11 @@ __device__ __forceinline__ int stored_at(int row, int col) {
   } else {
     constexpr int per = 8, chunks = S::d3 / per, span = chunks < 8 ? chunks : 8, group = 8 / span;
     static_assert(S::d3 % per == 0 && (chunks & (chunks - 1)) == 0, "lowering swizzles rows of 2^k 16-byte chunks");
+    // (r / group) % span written as (r % 8) / group (equal: span * group == 8), so that the compiler sees the term
+    // repeat every 8 rows and hoists it out of loops whose row steps by a multiple of 8 (ldmatrix's k-steps, a load's
+    // passes).
     const unsigned r = static_cast<unsigned>(row), c = static_cast<unsigned>(col);
-    return static_cast<int>(r * S::d3 + ((c / per) ^ (r / group % span)) * per + c % per);
+    return static_cast<int>(r * S::d3 + ((c / per) ^ ((r % 8) / group)) * per + c % per);
   }
 }
 // The same for element e (row-major index); unsigned division: e is never negative, and extents are mostly powers of 2.
@@ -296,6 +299,42 @@ __device__ __forceinline__ void async_wait() {
 // asynchronous copies left in flight, part of the batch the next async_wait closes (pipelined loads).
 enum Copy { copy_sync = 0, copy_async = 1, copy_async_batch = 2 };
 
+// The vector path of load for a tile of rows (S::d0 == S::d1 == 1) whose rows' vectors the threads divide: each
+// thread keeps one vector column and walks the rows `step` apart, so that its global and shared addresses advance
+// by constants (immediate offsets once unrolled) instead of being recomputed from a flat index per vector
+// (measured on the H100: ~13 instructions per 16-byte copy in the flat form). blockDim.x is known to the compiler
+// (assume_threads), so the walk's trip count is too.
+template <class S, class G, int MASK, int VEC, int COPY, class T>
+__device__ __forceinline__ void load_rows(T* dst, const T* __restrict__ src, i64 o0, i64 o1, i64 o2, i64 o3,
+                                          float pad) {
+  constexpr int per = VEC / sizeof(T), row_vectors = S::d3 / per, rows = S::d2;
+  typedef typename Vec<VEC>::type V;
+  typedef typename G::index I;
+  const int step = blockDim.x / row_vectors, passes = (rows + step - 1) / step;
+  const int col = static_cast<int>(threadIdx.x % row_vectors) * per, row0 = static_cast<int>(threadIdx.x / row_vectors);
+  const GlobalIdx<G> g(o0, o1, o2, o3, Idx{0, 0, row0, col});
+  // Dims 0, 1 and 3 stay the thread's own along the walk; dim 2 advances.
+  const bool fixed_inside = g.template inside<MASK & ~4>();
+  const T* from = src + g.offset();
+#pragma unroll 8
+  for (int k = 0; k < passes; ++k) {
+    const int row = row0 + k * step;
+    if (rows % step != 0 && row >= rows) break;
+    T* to = dst + stored_at<S>(row, col);
+    if (fixed_inside && (!(MASK & 4) || g.g2 + static_cast<I>(k * step) < static_cast<I>(G::n2))) {
+      const T* at = from + static_cast<I>(k * step) * static_cast<I>(G::s2);
+      if constexpr (COPY != copy_sync)
+        cp_async_16(to, at);
+      else
+        *reinterpret_cast<V*>(to) = *reinterpret_cast<const V*>(at);
+    } else {
+      const T fill = from_f32<T>(pad);
+      for (int j = 0; j < per; ++j) to[j] = fill;
+    }
+  }
+  if constexpr (COPY == copy_async) async_wait<0>();
+}
+
 // dst = the tile of src at origin (o0..o3); elements outside the tensor along the masked dims read `pad`.
 // VEC > sizeof(T): each thread moves VEC bytes per access (lowering proved the alignment: the last dim is
 // contiguous, and every origin, stride and extent is a multiple of the vector; a masked last dim holds whole
@@ -305,8 +344,14 @@ __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, 
   if constexpr (VEC > static_cast<int>(sizeof(T))) {
     static_assert(G::s3 == 1 && S::d3 % (VEC / sizeof(T)) == 0, "vector loads need a contiguous, whole last dim");
     static_assert(COPY == copy_sync || VEC == 16, "cp.async.cg moves 16 bytes");
-    constexpr int per = VEC / sizeof(T), vectors = S::size / per;
+    constexpr int per = VEC / sizeof(T), vectors = S::size / per, row_vectors = S::d3 / per;
     typedef typename Vec<VEC>::type V;
+    if constexpr (S::d0 * S::d1 == 1) {
+      if (blockDim.x % row_vectors == 0) {
+        load_rows<S, G, MASK, VEC, COPY>(dst, src, o0, o1, o2, o3, pad);
+        return;
+      }
+    }
 #pragma unroll 4
     for (int i = threadIdx.x; i < vectors; i += blockDim.x) {
       const int e = i * per;
@@ -493,6 +538,17 @@ __device__ __forceinline__ void ldmatrix_x2_trans(unsigned (&r)[2], const void* 
 #endif
 }
 
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+#ifdef MG_HOST_EMULATION
+  mg_host_ldmatrix(r, 4, true, p);
+#else
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+#endif
+}
+
 template <class T>
 struct MmaType;
 template <>
@@ -577,6 +633,19 @@ __device__ __forceinline__ void load_b(unsigned (&b)[2], const TB* tile, int k0,
   }
 }
 
+// The B fragments of two neighbouring atoms (columns n0.. and n0 + 8..) of a 16-bit row-major [K, N] tile in one
+// ldmatrix.x4.trans: lanes 0-15 address rows k0..k0+15 at column n0, lanes 16-31 the same rows at column n0 + 8.
+template <class SB, class TB>
+__device__ __forceinline__ void load_b_pair(unsigned (&b0)[2], unsigned (&b1)[2], const TB* tile, int k0, int n0,
+                                            int lane) {
+  unsigned r[4];
+  ldmatrix_x4_trans(r, tile + stored_at<SB>(k0 + lane % 16, n0 + 8 * (lane / 16)));
+  b0[0] = r[0];
+  b0[1] = r[1];
+  b1[0] = r[2];
+  b1[1] = r[3];
+}
+
 template <class TA, class TB>
 struct Type16 {
   typedef TB type;
@@ -626,16 +695,29 @@ __device__ __forceinline__ void mma_task(float (&acc)[ATOMS_N][Atom::c_values], 
   const TA* pa = a + ((SA::d0 == 1 ? 0 : b0) * SA::d1 + (SA::d1 == 1 ? 0 : b1)) * (M * K);
   const TB* pb = b + ((SB::d0 == 1 ? 0 : b0) * SB::d1 + (SB::d1 == 1 ? 0 : b1)) * (K * N);
   const int m0 = mb * Atom::m, n0 = ng * ATOMS_N * Atom::n;
-#pragma unroll 2
+  // Unrolled by 4: a swizzled tile's chunk pattern repeats every 4 k-steps (64 columns), so the unrolled steps'
+  // fragment addresses differ by constants.
+#pragma unroll 4
   for (int step = k_first; step < k_first + k_steps; ++step) {
     const int k0 = step * Atom::k;
     unsigned fa[4];
     load_a<Atom, SA, T>(fa, pa, m0, k0, lane);
+    if constexpr (sizeof(TB) == 2 && ATOMS_N % 2 == 0 && Atom::n == 8) {
+      // Two atoms' B fragments per ldmatrix.
 #pragma unroll
-    for (int j = 0; j < ATOMS_N; ++j) {
-      unsigned fb[2];
-      load_b<Atom, SB, T>(fb, pb, k0, n0 + j * Atom::n, lane);
-      mma_16816<T>(acc[j], fa, fb);
+      for (int j = 0; j < ATOMS_N; j += 2) {
+        unsigned fb0[2], fb1[2];
+        load_b_pair<SB>(fb0, fb1, pb, k0, n0 + j * Atom::n, lane);
+        mma_16816<T>(acc[j], fa, fb0);
+        mma_16816<T>(acc[j + 1], fa, fb1);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < ATOMS_N; ++j) {
+        unsigned fb[2];
+        load_b<Atom, SB, T>(fb, pb, k0, n0 + j * Atom::n, lane);
+        mma_16816<T>(acc[j], fa, fb);
+      }
     }
   }
 }
@@ -1091,6 +1173,15 @@ __device__ __forceinline__ void store_regs(U* __restrict__ dst, const F& f, i64 
   }
 }
 
+// The run a lane of a warp folding a contiguous group of N elements of T reads per access: the longest of 16, 8 and
+// 4 bytes whose runs the warp's lanes divide the group into evenly (1: element by element).
+template <class T, int N>
+__host__ __device__ constexpr int warp_fold_run() {
+  for (int v = 16 / static_cast<int>(sizeof(T)); v >= 2 && v * static_cast<int>(sizeof(T)) >= 4; v /= 2)
+    if (N % (v * kWarpSize) == 0) return v;
+  return 1;
+}
+
 // Folds dim DIM of x (shape SX) to TO groups: element j of the result folds x[j], x[j + TO], x[j + 2 TO], ...
 // Without BY_WARPS one thread folds each result element, in that order (the reference interpreter's order). With
 // BY_WARPS (lowering: the group has at least a warp's worth of elements) a warp folds each result element: lane l
@@ -1103,14 +1194,36 @@ __device__ __forceinline__ void reduce(float* dst, const T* x, Op op, Pre pre, P
   if constexpr (BY_WARPS) {
     static_assert(groups >= kWarpSize, "lowering folds by warps only groups of a warp or more");
     const int lane = threadIdx.x % kWarpSize, warps = blockDim.x / kWarpSize;
-    for (int e = threadIdx.x / kWarpSize; e < SY::size; e += warps) {
-      const int i = e % in, j = e / in % TO, o = e / in / TO;
-      const T* p = x + (o * n + j) * in + i;
-      float acc = pre(to_f32(p[lane * TO * in]));
-      for (int k = lane + kWarpSize; k < groups; k += kWarpSize) acc = op(acc, pre(to_f32(p[k * TO * in])));
+    constexpr int V = warp_fold_run<T, n>();
+    if constexpr (in == 1 && TO == 1 && V > 1) {
+      // Contiguous groups (the last dim folded whole): each lane reads runs of V neighbours, one vector access per
+      // run (run l, l + warp, ... of the group; tiles start 16-byte aligned and n is a multiple of V).
+      for (int e = threadIdx.x / kWarpSize; e < SY::size; e += warps) {
+        const Run<V, T>* p = reinterpret_cast<const Run<V, T>*>(x + e * n);
+        Run<V, T> r = p[lane];
+        float acc = pre(to_f32(r.v[0]));
 #pragma unroll
-      for (int mask = kWarpSize / 2; mask > 0; mask /= 2) acc = op(acc, shfl_xor(acc, mask));
-      if (lane == 0) dst[e] = post(acc);
+        for (int u = 1; u < V; ++u) acc = op(acc, pre(to_f32(r.v[u])));
+#pragma unroll
+        for (int k = lane + kWarpSize; k < n / V; k += kWarpSize) {
+          r = p[k];
+#pragma unroll
+          for (int u = 0; u < V; ++u) acc = op(acc, pre(to_f32(r.v[u])));
+        }
+#pragma unroll
+        for (int mask = kWarpSize / 2; mask > 0; mask /= 2) acc = op(acc, shfl_xor(acc, mask));
+        if (lane == 0) dst[e] = post(acc);
+      }
+    } else {
+      for (int e = threadIdx.x / kWarpSize; e < SY::size; e += warps) {
+        const int i = e % in, j = e / in % TO, o = e / in / TO;
+        const T* p = x + (o * n + j) * in + i;
+        float acc = pre(to_f32(p[lane * TO * in]));
+        for (int k = lane + kWarpSize; k < groups; k += kWarpSize) acc = op(acc, pre(to_f32(p[k * TO * in])));
+#pragma unroll
+        for (int mask = kWarpSize / 2; mask > 0; mask /= 2) acc = op(acc, shfl_xor(acc, mask));
+        if (lane == 0) dst[e] = post(acc);
+      }
     }
   } else {
     for (int e = threadIdx.x; e < SY::size; e += blockDim.x) {
