@@ -10,7 +10,6 @@
 //   - Load and Store: the widest global access of 16, 8 or 4 bytes whose alignment is proven for every block and
 //     iteration; loads of 16 bytes into shared memory go through cp.async where the target has it.
 #include <algorithm>
-#include <bit>
 
 #include "targets/lower/passes.h"
 
@@ -90,7 +89,8 @@ bool only_matmul_operand(const Kernel& k, int t, bool on_instruction, Writer wri
 
 bool elementwise(const Stmt& s) { return s.kind == StmtKind::Unary || s.kind == StmtKind::Binary; }
 
-// Whether tile t can be swizzled: 16-bit in shared memory, rows of a power of two of 16-byte chunks (at least two),
+// Whether tile t can be swizzled: 16-bit in shared memory, rows of an even number of 16-byte chunks (an odd number
+// puts 8 consecutive rows in 8 distinct bank groups already),
 // written only by 16-byte loads and elementwise ops and read only as a matrix instruction's operand (ldmatrix);
 // rows per batch a multiple of the swizzle's period of 8 when the tile has batches (each batch is addressed from
 // its own start).
@@ -98,8 +98,7 @@ bool swizzlable(const Kernel& k, int t) {
   const Tile& tile = k.tiles[static_cast<size_t>(t)];
   if (tile.space != Space::shared || !is_16_bit(tile.dtype) || tile.shape.size() < 2) return false;
   const int64_t chunks = tile.shape.back() * 2 / 16;
-  if (tile.shape.back() * 2 % 16 != 0 || chunks < 2 || !std::has_single_bit(static_cast<uint64_t>(chunks)))
-    return false;
+  if (tile.shape.back() * 2 % 16 != 0 || chunks % 2 != 0) return false;
   int64_t batches = 1;
   for (size_t d = 0; d + 2 < tile.shape.size(); ++d) batches *= tile.shape[d];
   if (batches > 1 && tile.shape[tile.shape.size() - 2] % 8 != 0) return false;

@@ -126,9 +126,11 @@ struct Shape {
 };
 
 // A 16-bit tile in shared memory whose rows' 16-byte chunks are permuted (lowering's Tile::swizzled: written only by
-// 16-byte loads and elementwise ops, read only by ldmatrix): chunk c of row r is stored at chunk c ^ ((r / group) % span), C the chunks
-// per row (a power of two), span = min(C, 8), group = 8 / span. The 8 rows an ldmatrix matrix reads then lie in 8
-// distinct 16-byte bank groups instead of one (rows of 128 or 256 bytes are otherwise 8-way bank conflicts).
+// 16-byte loads and elementwise ops, read only by ldmatrix): chunk c of row r is stored at chunk c ^ ((r / group) %
+// span), C the chunks per row (even), span = gcd(C, 8), group = 8 / span. Unswizzled, 8 consecutive rows start in
+// only 8 / span of the 8 16-byte bank groups (rows of 128 or 256 bytes all in one: 8-way bank conflicts; of 96
+// bytes in four: 2-way); the XOR, which stays inside the row's aligned runs of span chunks, spreads the 8 rows an
+// ldmatrix matrix reads over all 8.
 template <int D0, int D1, int D2, int D3>
 struct Swizzled : Shape<D0, D1, D2, D3> {
   static constexpr bool swizzled = true;
@@ -142,8 +144,8 @@ __device__ __forceinline__ int stored_at(int row, int col) {
   if constexpr (!S::swizzled) {
     return row * S::d3 + col;
   } else {
-    constexpr int per = 8, chunks = S::d3 / per, span = chunks < 8 ? chunks : 8, group = 8 / span;
-    static_assert(S::d3 % per == 0 && (chunks & (chunks - 1)) == 0, "lowering swizzles rows of 2^k 16-byte chunks");
+    constexpr int per = 8, chunks = S::d3 / per, span = chunks % 8 == 0 ? 8 : chunks % 4 == 0 ? 4 : 2, group = 8 / span;
+    static_assert(S::d3 % per == 0 && chunks % 2 == 0, "lowering swizzles rows of an even number of 16-byte chunks");
     // (r / group) % span written as (r % 8) / group (equal: span * group == 8), so that the compiler sees the term
     // repeat every 8 rows and hoists it out of loops whose row steps by a multiple of 8 (ldmatrix's k-steps, a load's
     // passes).
@@ -299,11 +301,12 @@ __device__ __forceinline__ void async_wait() {
 // asynchronous copies left in flight, part of the batch the next async_wait closes (pipelined loads).
 enum Copy { copy_sync = 0, copy_async = 1, copy_async_batch = 2 };
 
-// The vector path of load for a tile of rows (S::d0 == S::d1 == 1) whose rows' vectors the threads divide: each
-// thread keeps one vector column and walks the rows `step` apart, so that its global and shared addresses advance
-// by constants (immediate offsets once unrolled) instead of being recomputed from a flat index per vector
-// (measured on the H100: ~13 instructions per 16-byte copy in the flat form). blockDim.x is known to the compiler
-// (assume_threads), so the walk's trip count is too.
+// The vector path of load for a tile of rows (S::d0 == S::d1 == 1) no wider than the block's threads in vectors:
+// each thread keeps one vector column and walks the rows `step` apart, so that its global and shared addresses
+// advance by constants (immediate offsets once unrolled) instead of being recomputed from a flat index per vector
+// (measured on the H100: ~13 instructions per 16-byte copy in the flat form, ~20 for rows of 6 vectors). Where the
+// row's vectors do not divide the threads, the last blockDim.x % row_vectors threads sit the walk out. blockDim.x is
+// known to the compiler (assume_threads), so the walk's trip count is too.
 template <class S, class G, int MASK, int VEC, int COPY, class T>
 __device__ __forceinline__ void load_rows(T* dst, const T* __restrict__ src, i64 o0, i64 o1, i64 o2, i64 o3,
                                           float pad) {
@@ -311,6 +314,10 @@ __device__ __forceinline__ void load_rows(T* dst, const T* __restrict__ src, i64
   typedef typename Vec<VEC>::type V;
   typedef typename G::index I;
   const int step = blockDim.x / row_vectors, passes = (rows + step - 1) / step;
+  if (threadIdx.x >= static_cast<unsigned>(step * row_vectors)) {
+    if constexpr (COPY == copy_async) async_wait<0>();
+    return;
+  }
   const int col = static_cast<int>(threadIdx.x % row_vectors) * per, row0 = static_cast<int>(threadIdx.x / row_vectors);
   const GlobalIdx<G> g(o0, o1, o2, o3, Idx{0, 0, row0, col});
   // Dims 0, 1 and 3 stay the thread's own along the walk; dim 2 advances.
@@ -347,7 +354,7 @@ __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, 
     constexpr int per = VEC / sizeof(T), vectors = S::size / per, row_vectors = S::d3 / per;
     typedef typename Vec<VEC>::type V;
     if constexpr (S::d0 * S::d1 == 1) {
-      if (blockDim.x % row_vectors == 0) {
+      if (blockDim.x >= row_vectors) {
         load_rows<S, G, MASK, VEC, COPY>(dst, src, o0, o1, o2, o3, pad);
         return;
       }
