@@ -63,6 +63,14 @@ WaveTime wave_time(const detail::Work& w, int64_t nb, const targets::Target& t) 
   WaveTime wt;
   wt.memory_s = std::max({share * dram / dram_rate, share * (dram + k.l2_reread_bytes) / l2_rate,
                           busiest * k.smem_fill_bytes / fill_rate});
+  // A resident warp moves tiles through its loop (copies, waits, barriers, the math between them) at about
+  // warp_stream_gbps, so a wave of few warps cannot draw the device's bandwidth however little it computes
+  // (docs/cost-model.md, "Warps that stream").
+  if (t.cost.warp_stream_gbps > 0) {
+    const double warps = static_cast<double>(nb) * static_cast<double>(ceil_div(k.threads, t.execution.warp_size));
+    wt.memory_s =
+        std::max(wt.memory_s, share * (dram + k.l2_reread_bytes) / (warps * t.cost.warp_stream_gbps * 1e9));
+  }
   // Per block, device-wide seconds times sms = seconds on one SM's share of the units.
   const double per_block_s = (w.tensor_s + w.vector_s) / blocks * sms;
   wt.compute_s = busiest * per_block_s;
@@ -81,33 +89,36 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
   const int64_t per_wave = t.execution.sms * k.blocks_per_sm;
   const int64_t full = k.blocks / per_wave, rest = k.blocks % per_wave;
   k.waves = full + (rest > 0 ? 1 : 0);
+  // Whether the loop's loads are pipelined: the lowering's own rule (targets::pipeline_stages).
+  k.stages = targets::pipeline_stages(t, k.blocks, k.threads, k.smem_bytes, k.stage_bytes, k.loop);
+  // Barriers are latency: each wave pays one block's chain of them (barrier_ns: one statement pass over shared
+  // memory behind its barrier, as generated code makes it; a predefined op is generated code too). Blocks resident
+  // on the same SM run their chains side by side, each as long (measured: two co-resident blocks of half the work
+  // each are no faster than one). A pipelined loop runs its chain while the next iterations' loads are in flight,
+  // so the chain overlaps the memory time like compute does; an unpipelined one waits for its loads, then runs it.
+  const double chain_s = (static_cast<double>(k.barriers_per_block) * t.cost.barrier_ns +
+                          k.pass_elements_per_block * t.cost.pass_element_ns) *
+                         1e-9;
+  k.chain_overlaps_loads = k.stages > 1;
   double throughput_s = 0, memory_s = 0, compute_s = 0;
   auto add = [&](int64_t nb, double count) {
     WaveTime wt = wave_time(w, nb, t);
     memory_s += count * wt.memory_s;
     compute_s += count * wt.compute_s;
+    const double busy = wt.compute_s + (k.chain_overlaps_loads ? chain_s : 0);
     // Memory and compute overlap, but not perfectly: a fraction of the shorter one shows (overlap_miss).
-    throughput_s += count * (std::max(wt.memory_s, wt.compute_s) +
-                             t.cost.overlap_miss * std::min(wt.memory_s, wt.compute_s));
+    throughput_s += count * (std::max(wt.memory_s, busy) + t.cost.overlap_miss * std::min(wt.memory_s, busy));
   };
   if (full > 0) add(per_wave, static_cast<double>(full));
   if (rest > 0) add(rest, 1);
   k.memory_us = memory_s * 1e6;
   k.compute_us = compute_s * 1e6;
-  // Barriers are latency: each wave pays one block's chain of them (barrier_ns: one statement pass over shared
-  // memory behind its barrier, as generated code makes it; a predefined op is generated code too), less what the
-  // other blocks resident on the same SM hide by working while it waits.
-  const int64_t resident = std::min(k.blocks_per_sm, ceil_div(k.blocks, t.execution.sms));
-  k.barrier_us = static_cast<double>(k.waves) *
-                 (static_cast<double>(k.barriers_per_block) * t.cost.barrier_ns +
-                  k.pass_elements_per_block * t.cost.pass_element_ns) *
-                 1e-3 / static_cast<double>(resident);
+  k.barrier_us = static_cast<double>(k.waves) * chain_s * 1e6;
   // Loads are latency too: a block of an unpipelined loop waits for each iteration's, of a pipelined one for the
   // first only. Counted for one block's chain: blocks of later waves overlap earlier ones' waits (docs/cost-model.md,
   // "Load latency"; the constant is measured per target).
-  k.stages = targets::pipeline_stages(t, k.blocks, k.threads, k.smem_bytes, k.stage_bytes, k.loop);
   k.latency_us = static_cast<double>(k.stages > 1 || k.library ? 1 : k.loop) * t.cost.iteration_latency_us;
-  k.time_us = throughput_s * 1e6 + k.barrier_us + k.latency_us + k.launch_us;
+  k.time_us = throughput_s * 1e6 + (k.chain_overlaps_loads ? 0 : k.barrier_us) + k.latency_us + k.launch_us;
   return k;
 }
 
@@ -143,8 +154,11 @@ std::string Cost::str() const {
              k.smem_fill_bytes * 1e-6);
     s += fmt("   tensor %.4f GFLOP, vector %.4f GFLOP; ", k.tensor_flops * 1e-9, k.vector_flops * 1e-9) +
          std::to_string(k.barriers_per_block) + " barriers/block\n";
-    s += fmt("   time %.3f us = max per wave of (memory %.3f, compute %.3f) + barriers %.3f + load latency %.3f",
-             k.time_us, k.memory_us, k.compute_us, k.barrier_us, k.latency_us) +
+    s += (k.chain_overlaps_loads
+              ? fmt("   time %.3f us = max per wave of (memory %.3f, compute %.3f + barriers %.3f) + load latency %.3f",
+                    k.time_us, k.memory_us, k.compute_us, k.barrier_us, k.latency_us)
+              : fmt("   time %.3f us = max per wave of (memory %.3f, compute %.3f) + barriers %.3f + load latency %.3f",
+                    k.time_us, k.memory_us, k.compute_us, k.barrier_us, k.latency_us)) +
          fmt(" + launch %.3f\n", k.launch_us) +
          (k.stages > 1 ? "   loads pipelined, " + std::to_string(k.stages) + " buffers\n" : "");
   }

@@ -120,6 +120,7 @@ struct Cost {
   double overlap_miss = 0;     // fraction of the shorter of a wave's memory and compute time not hidden (optional)
   double vector_efficiency = 1;  // achievable fraction of the f32 vector peak for generated elementwise, reduction
                                  // and scalar matmul code (optional)
+  double warp_stream_gbps = 0;   // loads one resident warp of generated code streams through its loop; 0: no limit (optional)
 };
 
 struct Target {

@@ -148,7 +148,7 @@ TEST(Targets, H200InheritsFromH100) {
   EXPECT_TRUE(t.async.wgmma && t.async.tma && t.async.clusters);
   EXPECT_EQ(t.peak.f16_tensor, 989);
   EXPECT_DOUBLE_EQ(t.cost.dram_efficiency, 0.885);
-  EXPECT_DOUBLE_EQ(t.cost.barrier_ns, 300);  // inherited from [cost] of h100 while two keys are overridden
+  EXPECT_DOUBLE_EQ(t.cost.barrier_ns, 100);  // inherited from [cost] of h100 while two keys are overridden
 
   const MatrixInstr* wgmma = find_matrix(t, "wgmma.mma_async.m64nNk16");
   ASSERT_NE(wgmma, nullptr);
