@@ -589,6 +589,18 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
 #endif
 }
 
+// Whether every register of the A layout holds two neighbours of a row (value 2r + 1 one column right of value 2r,
+// at an even column): then an f32 A tile is read a register's pair per access.
+template <class Atom>
+__host__ __device__ constexpr bool a_values_pair() {
+  for (int lane = 0; lane < kWarpSize; ++lane)
+    for (int v = 0; v < Atom::a_values; v += 2)
+      if (Atom::a_row(lane, v + 1) != Atom::a_row(lane, v) || Atom::a_col(lane, v + 1) != Atom::a_col(lane, v) + 1 ||
+          Atom::a_col(lane, v) % 2 != 0)
+        return false;
+  return true;
+}
+
 // The A fragment of rows m0.. and columns k0.. of a row-major [M, K] tile. Rows past M read row M-1 instead
 // (their results are never stored; A's rows are independent). An f32 tile (softmax probabilities feeding P·V)
 // is converted to the instruction's type in registers, element by element through the file's A layout.
@@ -600,6 +612,17 @@ __device__ __forceinline__ void load_a(unsigned (&a)[4], const TA* tile, int m0,
     int row = m0 + lane % 8 + 8 * ((lane / 8) % 2);
     row = row < M ? row : M - 1;
     ldmatrix_x4(a, tile + stored_at<SA>(row, k0 + 8 * (lane / 16)));
+  } else if constexpr (sizeof(TA) == 4 && K % 2 == 0 && a_values_pair<Atom>()) {
+    static_assert(!SA::swizzled, "lowering swizzles only 16-bit tiles");
+    // Each register's two values are neighbours in a row: one 8-byte shared load and one packing conversion per
+    // register (the f32 tile starts 16-byte aligned; rows of even K keep every pair 8-byte aligned).
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      int row = m0 + Atom::a_row(lane, 2 * r);
+      row = row < M ? row : M - 1;
+      const Run<2, float> f = *reinterpret_cast<const Run<2, float>*>(tile + row * K + k0 + Atom::a_col(lane, 2 * r));
+      a[r] = pack2(word_bits(from_f32<T>(f.v[0])), word_bits(from_f32<T>(f.v[1])));
+    }
   } else {
     static_assert(!SA::swizzled, "lowering swizzles only 16-bit tiles");
 #pragma unroll
@@ -940,11 +963,21 @@ struct Fragments {
           }
           fa[r] = pack2(h[0], h[1]);
         }
+        if constexpr (sizeof(TB) == 2 && ATOMS_N % 2 == 0 && Atom::n == 8) {
 #pragma unroll
-        for (int j = 0; j < ATOMS_N; ++j) {
-          unsigned fb[2];
-          load_b<Atom, SB, TB>(fb, pb, step * Atom::k, j * Atom::n, lane);
-          mma_16816<TB>(acc[i][j], fa, fb);
+          for (int j = 0; j < ATOMS_N; j += 2) {
+            unsigned fb0[2], fb1[2];
+            load_b_pair<SB>(fb0, fb1, pb, step * Atom::k, j * Atom::n, lane);
+            mma_16816<TB>(acc[i][j], fa, fb0);
+            mma_16816<TB>(acc[i][j + 1], fa, fb1);
+          }
+        } else {
+#pragma unroll
+          for (int j = 0; j < ATOMS_N; ++j) {
+            unsigned fb[2];
+            load_b<Atom, SB, TB>(fb, pb, step * Atom::k, j * Atom::n, lane);
+            mma_16816<TB>(acc[i][j], fa, fb);
+          }
         }
       }
     }
