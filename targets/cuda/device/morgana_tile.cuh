@@ -301,6 +301,22 @@ __device__ __forceinline__ void async_wait() {
 // asynchronous copies left in flight, part of the batch the next async_wait closes (pipelined loads).
 enum Copy { copy_sync = 0, copy_async = 1, copy_async_batch = 2 };
 
+// One vector of a load: VEC bytes from `from` to `to` as COPY says, or `pad` in each element where the vector lies
+// outside the tensor (`from` is then not read).
+template <int VEC, int COPY, class T>
+__device__ __forceinline__ void copy_vector(T* to, const T* from, bool inside, float pad) {
+  typedef typename Vec<VEC>::type V;
+  if (inside) {
+    if constexpr (COPY != copy_sync)
+      cp_async_16(to, from);
+    else
+      *reinterpret_cast<V*>(to) = *reinterpret_cast<const V*>(from);
+  } else {
+    const T fill = from_f32<T>(pad);
+    for (int j = 0; j < VEC / static_cast<int>(sizeof(T)); ++j) to[j] = fill;
+  }
+}
+
 // The vector path of load for a tile of rows (S::d0 == S::d1 == 1) no wider than the block's threads in vectors:
 // each thread keeps one vector column and walks the rows `step` apart, so that its global and shared addresses
 // advance by constants (immediate offsets once unrolled) instead of being recomputed from a flat index per vector
@@ -311,7 +327,6 @@ template <class S, class G, int MASK, int VEC, int COPY, class T>
 __device__ __forceinline__ void load_rows(T* dst, const T* __restrict__ src, i64 o0, i64 o1, i64 o2, i64 o3,
                                           float pad) {
   constexpr int per = VEC / sizeof(T), row_vectors = S::d3 / per, rows = S::d2;
-  typedef typename Vec<VEC>::type V;
   typedef typename G::index I;
   const int step = blockDim.x / row_vectors, passes = (rows + step - 1) / step;
   if (threadIdx.x >= static_cast<unsigned>(step * row_vectors)) {
@@ -327,17 +342,9 @@ __device__ __forceinline__ void load_rows(T* dst, const T* __restrict__ src, i64
   for (int k = 0; k < passes; ++k) {
     const int row = row0 + k * step;
     if (rows % step != 0 && row >= rows) break;
-    T* to = dst + stored_at<S>(row, col);
-    if (fixed_inside && (!(MASK & 4) || g.g2 + static_cast<I>(k * step) < static_cast<I>(G::n2))) {
-      const T* at = from + static_cast<I>(k * step) * static_cast<I>(G::s2);
-      if constexpr (COPY != copy_sync)
-        cp_async_16(to, at);
-      else
-        *reinterpret_cast<V*>(to) = *reinterpret_cast<const V*>(at);
-    } else {
-      const T fill = from_f32<T>(pad);
-      for (int j = 0; j < per; ++j) to[j] = fill;
-    }
+    copy_vector<VEC, COPY>(dst + stored_at<S>(row, col), from + static_cast<I>(k * step) * static_cast<I>(G::s2),
+                           fixed_inside && (!(MASK & 4) || g.g2 + static_cast<I>(k * step) < static_cast<I>(G::n2)),
+                           pad);
   }
   if constexpr (COPY == copy_async) async_wait<0>();
 }
@@ -352,7 +359,6 @@ __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, 
     static_assert(G::s3 == 1 && S::d3 % (VEC / sizeof(T)) == 0, "vector loads need a contiguous, whole last dim");
     static_assert(COPY == copy_sync || VEC == 16, "cp.async.cg moves 16 bytes");
     constexpr int per = VEC / sizeof(T), vectors = S::size / per, row_vectors = S::d3 / per;
-    typedef typename Vec<VEC>::type V;
     if constexpr (S::d0 * S::d1 == 1) {
       if (blockDim.x >= row_vectors) {
         load_rows<S, G, MASK, VEC, COPY>(dst, src, o0, o1, o2, o3, pad);
@@ -364,17 +370,8 @@ __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, 
       const int e = i * per;
       const Idx x = unflatten<S>(e);
       const GlobalIdx<G> g(o0, o1, o2, o3, x);
-      T* to = dst + stored_at<S>(e);
-      if (g.template inside<MASK>()) {
-        const T* from = src + g.offset();
-        if constexpr (COPY != copy_sync)
-          cp_async_16(to, from);
-        else
-          *reinterpret_cast<V*>(to) = *reinterpret_cast<const V*>(from);
-      } else {
-        const T fill = from_f32<T>(pad);
-        for (int j = 0; j < per; ++j) to[j] = fill;
-      }
+      const bool inside = g.template inside<MASK>();
+      copy_vector<VEC, COPY>(dst + stored_at<S>(e), inside ? src + g.offset() : src, inside, pad);
     }
     if constexpr (COPY == copy_async) async_wait<0>();
   } else {
@@ -526,14 +523,21 @@ __host__ __device__ constexpr bool ldmatrix_matches() {
   return true;
 }
 
+// ldmatrix.x4 (TRANS: .trans) of four 8x8 16-bit matrices, lane l addressing row l % 8 of matrix l / 8.
+template <bool TRANS = false>
 __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
 #ifdef MG_HOST_EMULATION
-  mg_host_ldmatrix(r, 4, false, p);
+  mg_host_ldmatrix(r, 4, TRANS, p);
 #else
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
+  if constexpr (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
 #endif
 }
 __device__ __forceinline__ void ldmatrix_x2_trans(unsigned (&r)[2], const void* p) {
@@ -542,17 +546,6 @@ __device__ __forceinline__ void ldmatrix_x2_trans(unsigned (&r)[2], const void* 
 #else
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
-#endif
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
-#ifdef MG_HOST_EMULATION
-  mg_host_ldmatrix(r, 4, true, p);
-#else
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
 #endif
 }
 
@@ -589,15 +582,21 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
 #endif
 }
 
-// Whether every register of the A layout holds two neighbours of a row (value 2r + 1 one column right of value 2r,
-// at an even column): then an f32 A tile is read a register's pair per access.
-template <class Atom>
-__host__ __device__ constexpr bool a_values_pair() {
+// Whether every register of operand OP's layout ('a' or 'c') holds two neighbours of a row (value 2i + 1 one column
+// right of value 2i, at an even column): then its values move a register's pair per access (an f32 A tile read, a
+// register tile's row stored).
+template <class Atom, char OP>
+__host__ __device__ constexpr bool values_pair() {
+  constexpr int values = OP == 'a' ? Atom::a_values : Atom::c_values;
+  if (values % 2 != 0) return false;
   for (int lane = 0; lane < kWarpSize; ++lane)
-    for (int v = 0; v < Atom::a_values; v += 2)
-      if (Atom::a_row(lane, v + 1) != Atom::a_row(lane, v) || Atom::a_col(lane, v + 1) != Atom::a_col(lane, v) + 1 ||
-          Atom::a_col(lane, v) % 2 != 0)
-        return false;
+    for (int v = 0; v < values; v += 2) {
+      const int r0 = OP == 'a' ? Atom::a_row(lane, v) : Atom::c_row(lane, v);
+      const int r1 = OP == 'a' ? Atom::a_row(lane, v + 1) : Atom::c_row(lane, v + 1);
+      const int c0 = OP == 'a' ? Atom::a_col(lane, v) : Atom::c_col(lane, v);
+      const int c1 = OP == 'a' ? Atom::a_col(lane, v + 1) : Atom::c_col(lane, v + 1);
+      if (r1 != r0 || c1 != c0 + 1 || c0 % 2 != 0) return false;
+    }
   return true;
 }
 
@@ -612,7 +611,7 @@ __device__ __forceinline__ void load_a(unsigned (&a)[4], const TA* tile, int m0,
     int row = m0 + lane % 8 + 8 * ((lane / 8) % 2);
     row = row < M ? row : M - 1;
     ldmatrix_x4(a, tile + stored_at<SA>(row, k0 + 8 * (lane / 16)));
-  } else if constexpr (sizeof(TA) == 4 && K % 2 == 0 && a_values_pair<Atom>()) {
+  } else if constexpr (sizeof(TA) == 4 && K % 2 == 0 && values_pair<Atom, 'a'>()) {
     static_assert(!SA::swizzled, "lowering swizzles only 16-bit tiles");
     // Each register's two values are neighbours in a row: one 8-byte shared load and one packing conversion per
     // register (the f32 tile starts 16-byte aligned; rows of even K keep every pair 8-byte aligned).
@@ -669,7 +668,7 @@ template <class SB, class TB>
 __device__ __forceinline__ void load_b_pair(unsigned (&b0)[2], unsigned (&b1)[2], const TB* tile, int k0, int n0,
                                             int lane) {
   unsigned r[4];
-  ldmatrix_x4_trans(r, tile + stored_at<SB>(k0 + lane % 16, n0 + 8 * (lane / 16)));
+  ldmatrix_x4<true>(r, tile + stored_at<SB>(k0 + lane % 16, n0 + 8 * (lane / 16)));
   b0[0] = r[0];
   b0[1] = r[1];
   b1[0] = r[2];
@@ -1163,19 +1162,6 @@ __device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X
   }
 }
 
-// Whether every lane's C values come in pairs of neighbours along a row (value 2i + 1 one column right of value 2i):
-// then a register tile's row can be stored two elements per access.
-template <class Atom>
-__host__ __device__ constexpr bool c_values_pair() {
-  if (Atom::c_values % 2 != 0) return false;
-  for (int lane = 0; lane < kWarpSize; ++lane)
-    for (int v = 0; v < Atom::c_values; v += 2)
-      if (Atom::c_row(lane, v + 1) != Atom::c_row(lane, v) || Atom::c_col(lane, v + 1) != Atom::c_col(lane, v) + 1 ||
-          Atom::c_col(lane, v) % 2 != 0)
-        return false;
-  return true;
-}
-
 // The register tile f written into dst at origin (o0..o3), converted to dst's type, as mg::store: each element by
 // the one thread that writes it; two neighbouring elements per access where the C layout pairs them and the
 // lowering proved VEC-byte alignment for at least two (VEC as for mg::store; a masked last dim holds whole vectors).
@@ -1184,7 +1170,7 @@ __device__ __forceinline__ void store_regs(U* __restrict__ dst, const F& f, i64 
   typedef typename F::Tiling Tiling;
   typedef typename F::atom Atom;
   constexpr bool pairs = VEC >= static_cast<int>(2 * sizeof(U)) && G::s3 == 1 && F::shape::d3 % 2 == 0 &&
-                         !Tiling::row_vector && c_values_pair<Atom>();
+                         !Tiling::row_vector && values_pair<Atom, 'c'>();
   constexpr int step = pairs ? 2 : 1;
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
 #pragma unroll
