@@ -103,6 +103,16 @@ double vector_rate(const targets::Target& t) {
   return t.peak.f32_vector * 1e12 * t.cost.vector_efficiency;
 }
 
+// The matrix instruction the lowering computes a matmul of `dtype` operands on with per-lane fragments (the first
+// warp- or wave-scope one of the target's [[matrix]] table with lane layouts that takes the type), or null.
+const targets::MatrixInstr* fragment_instr(const targets::Target& t, ir::DType dtype) {
+  for (const auto& mi : t.matrix)
+    if ((mi.scope == "warp" || mi.scope == "wave") && mi.has_lane_layouts() &&
+        std::find(mi.ab_types.begin(), mi.ab_types.end(), ir::dtype_name(dtype)) != mi.ab_types.end())
+      return &mi;
+  return nullptr;
+}
+
 Flops op_flops(ir::OpCode op, std::span<const TensorType> in, std::span<const TensorType> out,
                const targets::Target& t) {
   const double n_out = out.empty() ? 0 : static_cast<double>(out[0].numel());
@@ -182,17 +192,17 @@ bool held_in_rows(const Node& nd, OpKind kind, std::span<const ir::TensorId> ops
   switch (kind) {
     case OpKind::Matmul: {
       if (f.tensor <= 0) return false;
-      int64_t m_atom = 0;
-      for (const auto& mi : t.matrix)
-        if ((mi.scope == "warp" || mi.scope == "wave") && mi.has_lane_layouts() &&
-            std::find(mi.ab_types.begin(), mi.ab_types.end(), ir::dtype_name(in[1].dtype)) != mi.ab_types.end()) {
-          m_atom = mi.m;
-          break;
-        }
-      if (m_atom == 0) return false;
-      const int64_t m = out.dim(out.rank - 2);
-      const int64_t batches = out.numel() / (m * out.dim(out.rank - 1));
-      return batches * ((m + m_atom - 1) / m_atom) >= warps && !in_rows[ops[1]];
+      const targets::MatrixInstr* mi = fragment_instr(t, in[1].dtype);
+      if (!mi) return false;
+      const int64_t m_atom = mi->m;
+      const int64_t m = out.dim(out.rank - 2), n = out.dim(out.rank - 1);
+      const int64_t batches = out.numel() / (m * n);
+      const int64_t tasks = batches * ((m + m_atom - 1) / m_atom);
+      // The lowering's limit on one tile of a row chain (row_registers.cpp: a third of a thread's registers),
+      // counted on the fragments as the warps hold them: whole rows of atoms padded to the instruction's m.
+      const int64_t registers = (tasks + warps - 1) / warps * ((n + mi->n - 1) / mi->n) *
+                                targets::MatrixInstr::lane_values(mi->c_rows, t.execution.warp_size);
+      return tasks >= warps && registers <= t.registers.max_regs_per_thread / 3 && !in_rows[ops[1]];
     }
     case OpKind::Unary:
     case OpKind::Binary:
@@ -210,6 +220,27 @@ bool held_in_rows(const Node& nd, OpKind kind, std::span<const ir::TensorId> ops
     default:
       return false;
   }
+}
+
+// A matmul on a matrix instruction that accumulates across the loop (its one reader an acc_sum) keeps its
+// accumulators in registers when they fit (targets::accumulators_fit, the lowering's rule: pass keep_matmuls_in_
+// registers); else every iteration reads and writes its C fragments, padded to the instruction's shape, in a shared
+// tile (mg::matmul_atom). Those elements, a pass of their own on top of the operands': measured on the H100,
+// attention_decode's decode Q·K with 64 tasks per block (256 accumulator registers a thread) ran 10.4 M warp
+// instructions against 3.5 M for the same work in 512 blocks of 16 tasks (ncu).
+double shared_accumulator_elements(const Graph& body, const Node& nd, OpKind kind, std::span<const TensorType> in,
+                                   const TensorType& out, const Flops& f,
+                                   const std::vector<std::vector<const Node*>>& readers, int64_t loop, int64_t warps,
+                                   const targets::Target& t) {
+  if (kind != OpKind::Matmul || f.tensor <= 0 || loop < 2 || out.rank < 2) return 0;
+  const auto& users = readers[body.result(nd)];
+  if (users.size() != 1 || users[0]->op != ir::OpCode::acc_sum) return 0;
+  const targets::MatrixInstr* mi = fragment_instr(t, in[1].dtype);
+  if (!mi) return 0;
+  const int64_t m = out.dim(out.rank - 2), n = out.dim(out.rank - 1), k = in[0].dim(in[0].rank - 1);
+  const int64_t batches = out.numel() / (m * n);
+  if (targets::accumulators_fit(t, targets::matmul_tiling(t, *mi, batches, m, n, k, warps))) return 0;
+  return static_cast<double>(batches * pad_to(m, mi->m) * pad_to(n, mi->n));
 }
 
 }  // namespace
@@ -312,6 +343,8 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
       double share = 0;
       for (const auto& x : in) share = std::max(share, static_cast<double>(x.numel()));
       share = std::max(share, static_cast<double>(out[0].numel())) / static_cast<double>(k.threads);
+      share += shared_accumulator_elements(body, nd, kind, in, out[0], f, readers, p.loop, warps, t) /
+               static_cast<double>(k.threads);
       auto& passes = epi ? epilogue_pass : loop_pass;
       passes[level_of] = std::max(passes[level_of], share);
       if (kind == OpKind::Norm) passes[level_of - 1] = std::max(passes[level_of - 1], share);

@@ -690,6 +690,24 @@ int64_t block_threads(const Target& t, const ir::Graph& body) {
   return block_threads(t, p.grid[0] * p.grid[1] * p.grid[2], p.threads, has_matmul);
 }
 
+MatmulTiling matmul_tiling(const Target& t, const MatrixInstr& mi, int64_t batches, int64_t rows, int64_t cols,
+                           int64_t k, int64_t warps) {
+  const int64_t atoms = cols / mi.n, steps = k / mi.k;
+  MatmulTiling m;
+  // Up to four atoms per task (measured on the H100: fewer atoms per task to occupy more warps was slower,
+  // bench/notes-fast-kernels-1.md).
+  m.atoms_n = atoms % 4 == 0 ? 4 : atoms % 2 == 0 ? 2 : 1;
+  m.tasks = batches * ((rows + mi.m - 1) / mi.m) * (atoms / m.atoms_n);
+  while (m.tasks * m.k_split * 2 <= warps && steps % (m.k_split * 2) == 0) m.k_split *= 2;
+  const int64_t teams = warps / m.k_split, per_warp = (m.tasks + teams - 1) / teams;
+  m.registers = per_warp * m.atoms_n * MatrixInstr::lane_values(mi.c_rows, t.execution.warp_size);
+  return m;
+}
+
+bool accumulators_fit(const Target& t, const MatmulTiling& tiling) {
+  return tiling.registers * 4 <= t.registers.max_regs_per_thread;
+}
+
 int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t stage_bytes,
                         int64_t loop) {
   // Four buffers keep three iterations' copies in flight; more bought nothing in the kernels measured so far.

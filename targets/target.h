@@ -172,6 +172,21 @@ constexpr int64_t kAsyncCopyBytes = 16;
 int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t stage_bytes,
                         int64_t loop);
 
+// How the warps of a block share a matmul on matrix instruction `mi` (the lowering's Stmt tiling and the tile
+// library's mg::WarpTiling): tasks of one row block by atoms_n atoms along N (up to four: an A fragment then serves
+// four products), k_split warps per task when there are warps to spare (the largest power of two that gives every
+// warp work and divides the K steps), and the f32 accumulator registers each thread then holds. `batches` x `rows`
+// x `cols` is the result, `k` the reduced extent.
+struct MatmulTiling {
+  int64_t atoms_n = 1, tasks = 1, k_split = 1, registers = 0;
+};
+MatmulTiling matmul_tiling(const Target& t, const MatrixInstr& mi, int64_t batches, int64_t rows, int64_t cols,
+                           int64_t k, int64_t warps);
+// Whether a matmul's accumulators may live in registers: at most a quarter of a thread's registers, leaving the rest
+// to operands and addresses. The one rule: the lowering keeps them there when it holds (else it accumulates in a
+// shared tile, reading and writing every padded fragment each call), the cost model prices both.
+bool accumulators_fit(const Target& t, const MatmulTiling& tiling);
+
 // Loads, merges (see `base`) and validates one target file. Throws morgana::UserError with file:line:column
 // of the offending key or value; when the fault lies in a base file, the location points into that file.
 Target load_target(const std::filesystem::path& file);

@@ -61,12 +61,9 @@ void insert_barriers(Kernel& k);
 void choose_instructions(Kernel& k, const LoweredProgram& p, const targets::Target& target,
                          const std::vector<std::string>& matrix_ops);
 
-// How the warps of a block share a matmul on matrix instruction Stmt::atom (the tile library's mg::WarpTiling
-// computes the same from the template arguments the emitter passes): tasks of one row block by atoms_n atoms along
-// N, k_split warps per task when there are warps to spare, and the f32 registers each thread then holds.
-struct MatmulTiling {
-  int64_t atoms_n = 1, tasks = 1, k_split = 1, registers = 0;
-};
+// targets::matmul_tiling for matmul statement s on its matrix instruction Stmt::atom (the tile library's
+// mg::WarpTiling computes the same from the template arguments the emitter passes).
+using targets::MatmulTiling;
 MatmulTiling matmul_tiling(const Stmt& s, const Kernel& k, const targets::Target& target);
 
 // Pass 6a (row_registers.cpp): chains over rows that warps own, in registers. A matmul on a matrix instruction whose

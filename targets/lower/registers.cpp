@@ -8,7 +8,6 @@
 // idle warps take parts of K (Stmt::k_split), and one Publish statement stores the result to the shared tile where
 // it is first needed: at the start of the epilogue for an accumulator of the loop, right after the matmul otherwise.
 #include <algorithm>
-#include <bit>
 
 #include "targets/lower/passes.h"
 
@@ -29,25 +28,13 @@ bool untouched(const std::vector<Stmt>& list, int t, const Stmt* except) {
 }  // namespace
 
 MatmulTiling matmul_tiling(const Stmt& s, const Kernel& k, const targets::Target& target) {
-  const targets::MatrixInstr& m = target.matrix[static_cast<size_t>(s.atom)];
   const Tile& d = k.tiles[static_cast<size_t>(s.dst)];
   const Tile& a = k.tiles[static_cast<size_t>(s.a)];
   const size_t r = d.shape.size();
   int64_t batches = 1;
   for (size_t i = 0; i + 2 < r; ++i) batches *= d.shape[i];
-  const int64_t rows = d.shape[r - 2], atoms = d.shape[r - 1] / m.n, steps = a.shape.back() / m.k;
-  MatmulTiling t;
-  // Up to four atoms per task: an A fragment then serves four products (measured on the H100: fewer atoms per task
-  // to occupy more warps was slower, bench/notes-fast-kernels-1.md).
-  t.atoms_n = atoms % 4 == 0 ? 4 : atoms % 2 == 0 ? 2 : 1;
-  t.tasks = batches * ((rows + m.m - 1) / m.m) * (atoms / t.atoms_n);
-  const int64_t warps = k.block[0] / target.execution.warp_size;
-  // Warps without a task of their own take parts of K: the largest power of two that gives every warp work and
-  // divides the K steps.
-  while (t.tasks * t.k_split * 2 <= warps && steps % (t.k_split * 2) == 0) t.k_split *= 2;
-  const int64_t teams = warps / t.k_split, per_warp = (t.tasks + teams - 1) / teams;
-  t.registers = per_warp * t.atoms_n * targets::MatrixInstr::lane_values(m.c_rows, target.execution.warp_size);
-  return t;
+  return targets::matmul_tiling(target, target.matrix[static_cast<size_t>(s.atom)], batches, d.shape[r - 2],
+                                d.shape[r - 1], a.shape.back(), k.block[0] / target.execution.warp_size);
 }
 
 void keep_matmuls_in_registers(Kernel& k, const targets::Target& target) {
@@ -57,8 +44,7 @@ void keep_matmuls_in_registers(Kernel& k, const targets::Target& target) {
       if (s.kind != StmtKind::Matmul || s.atom < 0) continue;
       if (k.tiles[static_cast<size_t>(s.dst)].space == Space::registers) continue;  // a row-owned tile already
       const MatmulTiling tiling = matmul_tiling(s, k, target);
-      // Accumulators take at most a quarter of a thread's registers, leaving the rest to operands and addresses.
-      if (tiling.registers * 4 > target.registers.max_regs_per_thread) continue;
+      if (!targets::accumulators_fit(target, tiling)) continue;
       const bool loop_accumulator = s.accumulate && list == &k.body && k.loop > 1;
       if (loop_accumulator) {
         // Its tile must be the matmul's alone until the loop ends.
