@@ -692,14 +692,15 @@ int64_t block_threads(const Target& t, const ir::Graph& body) {
 
 MatmulTiling matmul_tiling(const Target& t, const MatrixInstr& mi, int64_t batches, int64_t rows, int64_t cols,
                            int64_t k, int64_t warps) {
-  const int64_t atoms = cols / mi.n, steps = k / mi.k;
+  // At least one atom and one task (a result narrower than the instruction is padded), so that no count divides by 0.
+  const int64_t atoms = std::max<int64_t>(1, cols / mi.n), steps = k / mi.k;
   MatmulTiling m;
   // Up to four atoms per task (measured on the H100: fewer atoms per task to occupy more warps was slower,
   // bench/notes-fast-kernels-1.md).
   m.atoms_n = atoms % 4 == 0 ? 4 : atoms % 2 == 0 ? 2 : 1;
   m.tasks = batches * ((rows + mi.m - 1) / mi.m) * (atoms / m.atoms_n);
   while (m.tasks * m.k_split * 2 <= warps && steps % (m.k_split * 2) == 0) m.k_split *= 2;
-  const int64_t teams = warps / m.k_split, per_warp = (m.tasks + teams - 1) / teams;
+  const int64_t teams = std::max<int64_t>(1, warps / m.k_split), per_warp = (m.tasks + teams - 1) / teams;
   m.registers = per_warp * m.atoms_n * MatrixInstr::lane_values(mi.c_rows, t.execution.warp_size);
   return m;
 }

@@ -128,6 +128,32 @@ TEST(Targets, ListIsRecursiveAndSorted) {
   EXPECT_EQ(names, expected);
 }
 
+// The one matmul tiling rule (lowering and cost model): decode attention's Q·K of 4 heads x 512 keys on 4 warps has
+// 64 tasks of 4 atoms, 256 accumulator registers a thread, so its accumulators stay in shared memory; 128 keys take
+// 64 (over the quarter of 255 that loop accumulators get; row chains allow a third). A result narrower than one atom
+// still counts one task (no division by zero).
+TEST(Targets, MatmulTilingAndTheRegisterRule) {
+  const Target t = load_target("targets/cuda/h100.toml");
+  const MatrixInstr* mma = find_matrix(t, "mma.sync.aligned.m16n8k16");
+  ASSERT_NE(mma, nullptr);
+  MatmulTiling wide = matmul_tiling(t, *mma, 4, 1, 512, 16, 4);
+  EXPECT_EQ(wide.atoms_n, 4);
+  EXPECT_EQ(wide.tasks, 64);
+  EXPECT_EQ(wide.k_split, 1);
+  EXPECT_EQ(wide.registers, 256);
+  EXPECT_FALSE(accumulators_fit(t, wide));
+  MatmulTiling narrow = matmul_tiling(t, *mma, 4, 1, 128, 16, 4);
+  EXPECT_EQ(narrow.registers, 64);
+  EXPECT_FALSE(accumulators_fit(t, narrow));  // 64 x 4 > 255
+  MatmulTiling split = matmul_tiling(t, *mma, 1, 1, 32, 512, 4);  // one task: the other warps take parts of K
+  EXPECT_EQ(split.tasks, 1);
+  EXPECT_EQ(split.k_split, 4);
+  EXPECT_TRUE(accumulators_fit(t, split));
+  MatmulTiling tiny = matmul_tiling(t, *mma, 1, 8, 4, 128, 4);
+  EXPECT_GE(tiny.tasks, 1);
+  EXPECT_GE(tiny.registers, 1);
+}
+
 TEST(Targets, H200InheritsFromH100) {
   Target t = find_target("h200", kTargets);
   EXPECT_EQ(t.file, fs::path("targets/cuda/h200.toml"));
