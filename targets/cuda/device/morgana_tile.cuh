@@ -337,14 +337,19 @@ __device__ __forceinline__ void load_rows(T* dst, const T* __restrict__ src, i64
   const GlobalIdx<G> g(o0, o1, o2, o3, Idx{0, 0, row0, col});
   // Dims 0, 1 and 3 stay the thread's own along the walk; dim 2 advances.
   const bool fixed_inside = g.template inside<MASK & ~4>();
+  // Both addresses advance by constants: the global one by `step` rows of the tensor, the shared one by `step` rows
+  // of the tile when the swizzle term (which repeats every 8 rows, stored_at) stays the same.
   const T* from = src + g.offset();
+  T* to = dst + stored_at<S>(row0, col);
+  const bool same_swizzle = step % 8 == 0 || !S::swizzled;
 #pragma unroll 8
-  for (int k = 0; k < passes; ++k) {
-    const int row = row0 + k * step;
+  for (int k = 0, row = row0; k < passes; ++k, row += step) {
     if (rows % step != 0 && row >= rows) break;
-    copy_vector<VEC, COPY>(dst + stored_at<S>(row, col), from + static_cast<I>(k * step) * static_cast<I>(G::s2),
+    copy_vector<VEC, COPY>(same_swizzle ? to : dst + stored_at<S>(row, col), from,
                            fixed_inside && (!(MASK & 4) || g.g2 + static_cast<I>(k * step) < static_cast<I>(G::n2)),
                            pad);
+    from += static_cast<i64>(step) * G::s2;
+    to += step * S::d3;
   }
   if constexpr (COPY == copy_async) async_wait<0>();
 }
