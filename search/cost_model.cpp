@@ -86,11 +86,17 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
     k.time_us = std::numeric_limits<double>::infinity();
     return k;
   }
+  // Whether the loop's loads are pipelined: the lowering's own rule (targets::pipeline_stages). The kernel as
+  // generated then holds the extra buffers, and fewer of its blocks may fit an SM; the waves stay the same
+  // (pipeline_stages adds buffers only where no busy block is lost).
+  k.stages = targets::pipeline_stages(t, k.blocks, k.threads, k.smem_bytes, k.stage_bytes, k.loop);
+  if (k.stages > 1) {
+    k.smem_bytes += (k.stages - 1) * k.stage_bytes;
+    k.blocks_per_sm = targets::resident_blocks_per_sm(t, k.threads, k.smem_bytes, k.regs_per_thread);
+  }
   const int64_t per_wave = t.execution.sms * k.blocks_per_sm;
   const int64_t full = k.blocks / per_wave, rest = k.blocks % per_wave;
   k.waves = full + (rest > 0 ? 1 : 0);
-  // Whether the loop's loads are pipelined: the lowering's own rule (targets::pipeline_stages).
-  k.stages = targets::pipeline_stages(t, k.blocks, k.threads, k.smem_bytes, k.stage_bytes, k.loop);
   // Barriers are latency: each wave pays one block's chain of them (barrier_ns: one statement pass over shared
   // memory behind its barrier, as generated code makes it; a predefined op is generated code too). Blocks resident
   // on the same SM run their chains side by side, each as long (measured: two co-resident blocks of half the work
