@@ -29,7 +29,6 @@ struct KernelCost {
   int64_t stage_bytes = 0;  // shared memory of the loop's loads (one buffer): what software pipelining doubles
   int64_t stages = 1;       // buffers those loads get (targets::pipeline_stages, the lowering's rule)
   bool library = false;     // a predefined op, priced as a library kernel (its loads always pipelined)
-  bool chain_overlaps_loads = false;  // pipelined: the barrier chain runs while loads are in flight
   // Traffic and work, totals over the kernel.
   double dram_read_bytes = 0;
   double dram_write_bytes = 0;

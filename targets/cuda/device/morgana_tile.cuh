@@ -680,6 +680,29 @@ __device__ __forceinline__ void load_b_pair(unsigned (&b0)[2], unsigned (&b1)[2]
   b1[1] = r[3];
 }
 
+// acc[j] += a · B(k0.., n0 + j * n..) for the ATOMS_N atoms of a task's row, one A fragment serving all: 16-bit B
+// tiles give two neighbouring atoms' fragments per ldmatrix.x4.trans, others one atom's through the file's layout.
+template <class Atom, class SB, class T, int ATOMS_N, class TB>
+__device__ __forceinline__ void mma_atoms(float (&acc)[ATOMS_N][Atom::c_values], const unsigned (&a)[4], const TB* b,
+                                          int k0, int n0, int lane) {
+  if constexpr (sizeof(TB) == 2 && ATOMS_N % 2 == 0 && Atom::n == 8) {
+#pragma unroll
+    for (int j = 0; j < ATOMS_N; j += 2) {
+      unsigned fb0[2], fb1[2];
+      load_b_pair<SB>(fb0, fb1, b, k0, n0 + j * Atom::n, lane);
+      mma_16816<T>(acc[j], a, fb0);
+      mma_16816<T>(acc[j + 1], a, fb1);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < ATOMS_N; ++j) {
+      unsigned fb[2];
+      load_b<Atom, SB, T>(fb, b, k0, n0 + j * Atom::n, lane);
+      mma_16816<T>(acc[j], a, fb);
+    }
+  }
+}
+
 template <class TA, class TB>
 struct Type16 {
   typedef TB type;
@@ -736,23 +759,7 @@ __device__ __forceinline__ void mma_task(float (&acc)[ATOMS_N][Atom::c_values], 
     const int k0 = step * Atom::k;
     unsigned fa[4];
     load_a<Atom, SA, T>(fa, pa, m0, k0, lane);
-    if constexpr (sizeof(TB) == 2 && ATOMS_N % 2 == 0 && Atom::n == 8) {
-      // Two atoms' B fragments per ldmatrix.
-#pragma unroll
-      for (int j = 0; j < ATOMS_N; j += 2) {
-        unsigned fb0[2], fb1[2];
-        load_b_pair<SB>(fb0, fb1, pb, k0, n0 + j * Atom::n, lane);
-        mma_16816<T>(acc[j], fa, fb0);
-        mma_16816<T>(acc[j + 1], fa, fb1);
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < ATOMS_N; ++j) {
-        unsigned fb[2];
-        load_b<Atom, SB, T>(fb, pb, k0, n0 + j * Atom::n, lane);
-        mma_16816<T>(acc[j], fa, fb);
-      }
-    }
+    mma_atoms<Atom, SB, T>(acc, fa, pb, k0, n0, lane);
   }
 }
 
@@ -967,22 +974,7 @@ struct Fragments {
           }
           fa[r] = pack2(h[0], h[1]);
         }
-        if constexpr (sizeof(TB) == 2 && ATOMS_N % 2 == 0 && Atom::n == 8) {
-#pragma unroll
-          for (int j = 0; j < ATOMS_N; j += 2) {
-            unsigned fb0[2], fb1[2];
-            load_b_pair<SB>(fb0, fb1, pb, step * Atom::k, j * Atom::n, lane);
-            mma_16816<TB>(acc[i][j], fa, fb0);
-            mma_16816<TB>(acc[i][j + 1], fa, fb1);
-          }
-        } else {
-#pragma unroll
-          for (int j = 0; j < ATOMS_N; ++j) {
-            unsigned fb[2];
-            load_b<Atom, SB, TB>(fb, pb, step * Atom::k, j * Atom::n, lane);
-            mma_16816<TB>(acc[i][j], fa, fb);
-          }
-        }
+        mma_atoms<Atom, SB, TB>(acc[i], fa, pb, step * Atom::k, 0, lane);
       }
     }
   }
@@ -1225,6 +1217,12 @@ __device__ __forceinline__ void reduce(float* dst, const T* x, Op op, Pre pre, P
   if constexpr (BY_WARPS) {
     static_assert(groups >= kWarpSize, "lowering folds by warps only groups of a warp or more");
     const int lane = threadIdx.x % kWarpSize, warps = blockDim.x / kWarpSize;
+    // The lanes' partial folds combined by a shuffle tree of the warp's size; lane 0 writes result element e.
+    auto finish = [&](int e, float acc) {
+#pragma unroll
+      for (int mask = kWarpSize / 2; mask > 0; mask /= 2) acc = op(acc, shfl_xor(acc, mask));
+      if (lane == 0) dst[e] = post(acc);
+    };
     constexpr int V = warp_fold_run<T, n>();
     if constexpr (in == 1 && TO == 1 && V > 1) {
       // Contiguous groups (the last dim folded whole): each lane reads runs of V neighbours, one vector access per
@@ -1241,9 +1239,7 @@ __device__ __forceinline__ void reduce(float* dst, const T* x, Op op, Pre pre, P
 #pragma unroll
           for (int u = 0; u < V; ++u) acc = op(acc, pre(to_f32(r.v[u])));
         }
-#pragma unroll
-        for (int mask = kWarpSize / 2; mask > 0; mask /= 2) acc = op(acc, shfl_xor(acc, mask));
-        if (lane == 0) dst[e] = post(acc);
+        finish(e, acc);
       }
     } else {
       for (int e = threadIdx.x / kWarpSize; e < SY::size; e += warps) {
@@ -1251,9 +1247,7 @@ __device__ __forceinline__ void reduce(float* dst, const T* x, Op op, Pre pre, P
         const T* p = x + (o * n + j) * in + i;
         float acc = pre(to_f32(p[lane * TO * in]));
         for (int k = lane + kWarpSize; k < groups; k += kWarpSize) acc = op(acc, pre(to_f32(p[k * TO * in])));
-#pragma unroll
-        for (int mask = kWarpSize / 2; mask > 0; mask /= 2) acc = op(acc, shfl_xor(acc, mask));
-        if (lane == 0) dst[e] = post(acc);
+        finish(e, acc);
       }
     }
   } else {
