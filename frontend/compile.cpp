@@ -60,6 +60,13 @@ bundle::Program manifest(const lower::LoweredProgram& lp, const std::string& mug
     MG_CHECK(k.smem_bytes >= 0 && k.smem_bytes <= UINT32_MAX, "shared memory size out of range");
     bk.dynamic_smem_bytes = static_cast<uint32_t>(k.smem_bytes);
     bk.params = params;
+    for (const lower::TensorMapUse& m : k.tensor_maps) {
+      bundle::TensorMap tm;
+      tm.param = static_cast<uint32_t>(m.param);
+      for (int64_t b : m.box) tm.box.push_back(static_cast<uint32_t>(b));
+      tm.swizzle_bytes = static_cast<uint32_t>(m.swizzle_bytes);
+      bk.tensor_maps.push_back(std::move(tm));
+    }
     p.kernels.push_back(std::move(bk));
   }
   return p;

@@ -243,6 +243,13 @@ int cmd_inspect(const std::vector<std::string>& args) {
         std::printf("    %-9s %s %s[%s] strides [%s]\n", std::string(bundle::name(par.role)).c_str(),
                     par.name.c_str(), std::string(bundle::name(par.dtype)).c_str(), dims(par.shape).c_str(),
                     dims(par.strides).c_str());
+      for (size_t m = 0; m < ker.tensor_maps.size(); ++m) {
+        const bundle::TensorMap& tm = ker.tensor_maps[m];
+        std::vector<int64_t> box(tm.box.begin(), tm.box.end());
+        std::printf("    tensor map %zu of %s  box [%s]  swizzle %u\n", m,
+                    tm.param < ker.params.size() ? ker.params[tm.param].name.c_str() : "?", dims(box).c_str(),
+                    tm.swizzle_bytes);
+      }
     }
     if (vm["mugraph"].as<bool>()) {
       std::printf("  μGraph:\n");

@@ -41,6 +41,7 @@ constexpr uint64_t kMinVariantBytes = 4 + 4 + 4 + 8;      // target, kind + rese
 constexpr uint64_t kMinProgramBytes = 4 + 4 + 8 + 4 + 4;  // name, μGraph, workspace, variant refs, kernels
 constexpr uint64_t kMinKernelBytes = 4 + 6 * 4 + 4 + 4;   // name, grid + block, smem, parameter count
 constexpr uint64_t kMinParamBytes = 4 + 4;                // name, role + dtype + rank + reserved
+constexpr uint64_t kMinTensorMapBytes = 4 + 4 + 4;         // parameter, rank + reserved, swizzle
 
 // ---- small helpers ----
 
@@ -368,6 +369,34 @@ std::optional<Problem> check_kernel(const Program& prog, const Kernel& k) {
     return Problem{.param = static_cast<int64_t>(r->first),
                    .subject = subject(r->first),
                    .what = "same name as parameter " + num(r->second)};
+  if (k.tensor_maps.size() > kMaxTensorMapsPerKernel)
+    return Problem{.what = num(k.tensor_maps.size()) + " tensor maps exceed the limit " + num(kMaxTensorMapsPerKernel)};
+  for (size_t i = 0; i < k.tensor_maps.size(); ++i) {
+    const TensorMap& m = k.tensor_maps[i];
+    auto bad = [&](std::string what) { return Problem{.what = "tensor map " + num(i) + ": " + std::move(what)}; };
+    if (m.param >= k.params.size()) return bad("parameter " + num(m.param) + " does not exist");
+    const Parameter& par = k.params[m.param];
+    if (par.role == Role::workspace) return bad("parameter " + num(m.param) + " is the workspace");
+    if (par.shape.empty() || par.shape.size() > kMaxTensorMapRank)
+      return bad("parameter " + num(m.param) + " has rank " + num(par.shape.size()) + " (must be 1.." +
+                 num(kMaxTensorMapRank) + ")");
+    if (m.box.size() != par.shape.size())
+      return bad("box has " + num(m.box.size()) + " dimensions, parameter " + num(m.param) + " has " +
+                 num(par.shape.size()));
+    for (uint32_t b : m.box)
+      if (b < 1 || b > kMaxTensorMapBox) return bad("box dimension " + num(b) + " (must be 1.." + num(kMaxTensorMapBox) + ")");
+    const uint64_t es = size_bytes(par.dtype);
+    if (par.strides.back() != 1) return bad("parameter " + num(m.param) + "'s last dimension is not contiguous");
+    for (size_t d = 0; d + 1 < par.strides.size(); ++d)
+      if (par.strides[d] < 1 || static_cast<uint64_t>(par.strides[d]) * es % 16 != 0)
+        return bad("parameter " + num(m.param) + "'s stride " + num(static_cast<uint64_t>(par.strides[d])) +
+                   " is not a positive multiple of 16 bytes");
+    if (m.box.back() * es % 16 != 0) return bad("box rows of " + num(m.box.back() * es) + " bytes (must be a multiple of 16)");
+    if (m.swizzle_bytes != 0 && m.swizzle_bytes != 32 && m.swizzle_bytes != 64 && m.swizzle_bytes != 128)
+      return bad("swizzle " + num(m.swizzle_bytes) + " (must be 0, 32, 64 or 128)");
+    if (m.swizzle_bytes != 0 && m.box.back() * es > m.swizzle_bytes)
+      return bad("box rows of " + num(m.box.back() * es) + " bytes exceed the swizzle's " + num(m.swizzle_bytes));
+  }
   return std::nullopt;
 }
 
@@ -422,9 +451,11 @@ std::optional<Problem> check_program(const Bundle& b, const Program& prog,
 
 std::optional<Problem> check_bundle(const Bundle& b) {
   auto bad = [](std::string what) { return Problem{.subject = "bundle", .what = std::move(what)}; };
-  if (b.format_version != kFormatVersion)
-    return bad("format version " + num(b.format_version) + ": this code writes version " +
-               num(kFormatVersion) + " only");
+  if (b.format_version < 1 || b.format_version > kFormatVersion)
+    return bad("format version " + num(b.format_version) + ": this code reads and writes versions 1 to " +
+               num(kFormatVersion));
+  if (b.format_version < lowest_version(b))
+    return bad("format version " + num(b.format_version) + " has no tensor maps (they need version 2)");
   if (b.variants.empty()) return bad("no variants (a bundle holds at least one code object)");
   if (b.variants.size() > kMaxVariants)
     return bad(num(b.variants.size()) + " variants exceed the limit " + num(kMaxVariants));
@@ -487,7 +518,7 @@ std::optional<Problem> check_bundle(const Bundle& b) {
 
 // ---- the manifest ----
 
-std::vector<uint8_t> encode_manifest(const Bundle& b) {
+std::vector<uint8_t> encode_manifest(const Bundle& b, uint32_t version) {
   std::vector<uint8_t> out;
   put_u32(out, static_cast<uint32_t>(b.variants.size()));
   for (const Variant& v : b.variants) {
@@ -518,6 +549,17 @@ std::vector<uint8_t> encode_manifest(const Bundle& b) {
         put_u8(out, 0);
         for (int64_t d : par.shape) put_u64(out, static_cast<uint64_t>(d));
         for (int64_t s : par.strides) put_u64(out, static_cast<uint64_t>(s));
+      }
+      if (version < 2) continue;
+      put_u32(out, static_cast<uint32_t>(k.tensor_maps.size()));
+      for (const TensorMap& m : k.tensor_maps) {
+        put_u32(out, m.param);
+        put_u8(out, static_cast<uint8_t>(m.box.size()));
+        put_u8(out, 0);
+        put_u8(out, 0);
+        put_u8(out, 0);
+        put_u32(out, m.swizzle_bytes);
+        for (uint32_t x : m.box) put_u32(out, x);
       }
     }
   }
@@ -610,7 +652,7 @@ E decode_enum(ManifestReader& r, std::string_view what, const char* known_codes)
   return e;
 }
 
-void decode_manifest(ManifestReader& r, Bundle& b, Offsets& at) {
+void decode_manifest(ManifestReader& r, Bundle& b, Offsets& at, uint32_t version) {
   uint32_t nv = r.count("variant count", kMaxVariants, kMinVariantBytes);
   b.variants.resize(nv);
   for (uint32_t i = 0; i < nv; ++i) {
@@ -680,6 +722,24 @@ void decode_manifest(ManifestReader& r, Bundle& b, Offsets& at) {
         par.strides.resize(rank);
         for (int64_t& d : par.shape) d = static_cast<int64_t>(r.u64("shape"));
         for (int64_t& s : par.strides) s = static_cast<int64_t>(r.u64("strides"));
+      }
+      if (version < 2) continue;  // version 1 kernels have no tensor maps
+      r.set_context(kctx);
+      uint32_t nmaps = r.count("tensor map count", kMaxTensorMapsPerKernel, kMinTensorMapBytes);
+      ker.tensor_maps.resize(nmaps);
+      for (uint32_t j = 0; j < nmaps; ++j) {
+        TensorMap& m = ker.tensor_maps[j];
+        r.set_context(kctx + ", tensor map " + num(j));
+        m.param = r.u32("parameter index");
+        uint64_t rank_at = r.offset();
+        uint8_t rank = r.u8("rank");
+        if (rank > kMaxTensorMapRank)
+          fail(r.prefix() + "rank " + num(rank) + " at offset " + num(rank_at) + " exceeds the limit " +
+               num(kMaxTensorMapRank));
+        r.reserved(3, "reserved byte");
+        m.swizzle_bytes = r.u32("swizzle");
+        m.box.resize(rank);
+        for (uint32_t& x : m.box) x = r.u32("box");
       }
     }
   }
@@ -823,7 +883,8 @@ Bundle decode(std::span<const uint8_t> file) {
   Bundle b;
   Offsets at;
   ManifestReader reader(manifest_bytes, manifest_section.offset);
-  decode_manifest(reader, b, at);
+  b.format_version = load_u32(data + 8);
+  decode_manifest(reader, b, at, b.format_version);
 
   // Payloads: exactly one section per variant.
   const size_t nv = b.variants.size();
@@ -916,9 +977,17 @@ std::string describe_variant(const Bundle& b, size_t index) {
   return "variant " + num(index) + " (" + printable(v.target) + ", " + kind + " " + printable(v.arch) + ")";
 }
 
+uint32_t lowest_version(const Bundle& b) {
+  for (const Program& p : b.programs)
+    for (const Kernel& k : p.kernels)
+      if (!k.tensor_maps.empty()) return 2;
+  return 1;
+}
+
 std::vector<uint8_t> write_bundle(const Bundle& b) {
   if (auto p = check_bundle(b)) throw std::invalid_argument("cannot write bundle: " + render(*p, nullptr));
-  const std::vector<uint8_t> manifest = encode_manifest(b);
+  const uint32_t version = lowest_version(b);
+  const std::vector<uint8_t> manifest = encode_manifest(b, version);
   if (manifest.size() > kMaxManifestBytes)
     throw std::invalid_argument("cannot write bundle: manifest of " + num(manifest.size()) +
                                 " bytes exceeds the limit " + num(kMaxManifestBytes));
@@ -946,7 +1015,7 @@ std::vector<uint8_t> write_bundle(const Bundle& b) {
     for (int i = 0; i < 8; ++i) *at++ = static_cast<uint8_t>(v >> (8 * i));
   };
   at = std::copy(kMagic.begin(), kMagic.end(), at);
-  u32(kFormatVersion);
+  u32(version);
   u32(section_count);
   u64(size);
   u32(0);  // flags

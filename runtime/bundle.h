@@ -18,7 +18,7 @@
 namespace morgana::bundle {
 
 // The format version this code writes, and the newest it reads.
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;  // 2 added tensor maps to kernel records; version 1 files still read
 
 // Limits on what a bundle may hold. They are far above what a real build produces and low enough that a
 // hostile file cannot make the reader allocate or loop without bound. docs/bundle-format.md lists them with
@@ -32,6 +32,9 @@ inline constexpr uint32_t kMaxPrograms = 1024;
 inline constexpr uint32_t kMaxKernelsPerProgram = 256;
 inline constexpr uint32_t kMaxParamsPerKernel = 256;
 inline constexpr uint32_t kMaxRank = 8;
+inline constexpr uint32_t kMaxTensorMapsPerKernel = 16;
+inline constexpr uint32_t kMaxTensorMapRank = 5;  // the copy engine's (cuTensorMapEncodeTiled)
+inline constexpr uint32_t kMaxTensorMapBox = 256;  // elements per box dimension
 inline constexpr uint32_t kMaxNameBytes = 256;  // names, entry symbols, targets, archs
 inline constexpr uint32_t kMaxMugraphBytes = 16u << 20;
 inline constexpr uint32_t kMaxLaunchDim = 0x7fffffff;  // each grid/block dimension is 1..this
@@ -69,12 +72,23 @@ struct Parameter {
   bool operator==(const Parameter&) const = default;
 };
 
+// A tensor as NVIDIA's copy engine (TMA) sees it: the runtime builds the map at launch from parameter `param` (its
+// pointer, shape, strides and dtype), a box of `box` elements per dimension (outermost first, the parameter's rank)
+// and the swizzle, and passes it by value after the parameters (and the workspace), in the kernel's list order.
+struct TensorMap {
+  uint32_t param = 0;
+  std::vector<uint32_t> box;
+  uint32_t swizzle_bytes = 0;  // 0, 32, 64 or 128
+  bool operator==(const TensorMap&) const = default;
+};
+
 struct Kernel {
   std::string name;  // the entry symbol in every variant of its program
   Dim3 grid;
   Dim3 block;
   uint32_t dynamic_smem_bytes = 0;
   std::vector<Parameter> params;
+  std::vector<TensorMap> tensor_maps;
   bool operator==(const Kernel&) const = default;
 };
 
@@ -102,8 +116,8 @@ struct Variant {
 };
 
 struct Bundle {
-  uint32_t format_version =
-      kFormatVersion;  // read_bundle fills it in; write_bundle writes kFormatVersion only
+  // The file's version: read_bundle fills it in; write_bundle ignores it and writes lowest_version().
+  uint32_t format_version = kFormatVersion;
   std::vector<Program> programs;
   std::vector<Variant> variants;
   bool operator==(const Bundle&) const = default;
@@ -122,6 +136,10 @@ struct Status {
   std::string error;
   bool ok() const { return error.empty(); }
 };
+
+// The lowest format version that can express `b` (2 where a kernel has tensor maps, else 1): what write_bundle
+// writes, so that runtimes of an older version read whatever uses nothing newer.
+uint32_t lowest_version(const Bundle& b);
 
 // CRC-64/XZ (ECMA-182 polynomial, reflected, initial value and final xor all ones) of `bytes`.
 uint64_t crc64(std::span<const uint8_t> bytes);

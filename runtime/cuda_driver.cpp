@@ -77,6 +77,7 @@ Loaded load() {
   if (!bind(lib, "cuEventElapsedTime_v2", d.cuEventElapsedTime))
     need("cuEventElapsedTime", d.cuEventElapsedTime);
   bind(lib, "cuCtxGetId", d.cuCtxGetId);
+  bind(lib, "cuTensorMapEncodeTiled", d.cuTensorMapEncodeTiled);
   if (missing != nullptr) {
     l.error =
         failure(MG_ERROR_NO_DRIVER, std::string("the NVIDIA driver is too old: ") + kLibrary + " has no " +

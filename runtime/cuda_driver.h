@@ -55,6 +55,18 @@ inline constexpr int CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1;      // static sha
 inline constexpr int CU_FUNC_ATTRIBUTE_NUM_REGS = 4;
 inline constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 
+// The copy engine's tensor map (CUtensorMap: 128 opaque bytes, 64-byte aligned) and the cuTensorMapEncodeTiled enum
+// values the runtime passes (CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapL2promotion; interleave and
+// out-of-bounds fill are 0: none, zeros).
+struct alignas(64) CUtensorMap {
+  uint64_t opaque[16];
+};
+inline constexpr int CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6;
+inline constexpr int CU_TENSOR_MAP_DATA_TYPE_FLOAT32 = 7;
+inline constexpr int CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9;
+inline constexpr int CU_TENSOR_MAP_SWIZZLE_NONE = 0;  // 32, 64, 128 bytes: 1, 2, 3
+inline constexpr int CU_TENSOR_MAP_L2_PROMOTION_L2_128B = 2;
+
 // CUjit_option values for cuModuleLoadDataEx: where the PTX compiler writes its error log.
 inline constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
 inline constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
@@ -102,6 +114,10 @@ struct Driver {
   // Optional: null on drivers older than CUDA 12.0. A context's id is unique for the life of the process,
   // unlike its handle, which a new context may reuse after the old one is destroyed.
   CUresult (*cuCtxGetId)(CUcontext, unsigned long long*);
+  // Optional: null on drivers older than CUDA 12.0; kernels that use the copy engine need it.
+  CUresult (*cuTensorMapEncodeTiled)(CUtensorMap*, int data_type, uint32_t rank, void* address, const uint64_t* dims,
+                                     const uint64_t* strides, const uint32_t* box, const uint32_t* element_strides,
+                                     int interleave, int swizzle, int l2_promotion, int oob_fill);
 
   int version = 0;  // cuDriverGetVersion: 13000 for CUDA 13.0
 

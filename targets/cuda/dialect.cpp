@@ -28,6 +28,8 @@ const lower::Dialect& cuda_dialect() {
       .launch_bounds = "__launch_bounds__({}, 1)",
       .restrict_qualifier = "__restrict__",
       .shared_declaration = "extern __shared__ __align__(16) unsigned char {}[];",
+      .engine_shared_declaration = "extern __shared__ __align__(1024) unsigned char {}[];",
+      .tensor_map_param = "const __grid_constant__ mg::TensorMap {}",
       .threads_hint = "mg::assume_threads<{}>();",
       .block_index = {"blockIdx.x", "blockIdx.y", "blockIdx.z"},
       .barrier = "__syncthreads();",

@@ -274,16 +274,35 @@ class Emitter {
         const bool in_loop = iter_ != "0";
         if (s.ahead) iter_ = in_loop ? "(it + " + std::to_string(s.ahead) + ")" : std::to_string(s.ahead);
         std::string at = placement(s, mask);
-        line(in + (s.ahead && in_loop ? "if (" + iter_ + " < " + std::to_string(k.loop) + ") " : std::string()) + "mg::load<" +
-                 S(s.dst) + ", " + global_type(s.tensor) + ", " + mask + ", " + std::to_string(s.vector_bytes) +
-                 ", " + (!s.async ? "mg::copy_sync" : s.batch ? "mg::copy_async_batch" : "mg::copy_async") + ">(" +
-                 t(s.dst) + ", " + tensor_ref(s.tensor) + ", " + at + ", " + float_literal(s.pad) + ");",
-             origin);
+        const std::string guard =
+            s.ahead && in_loop ? "if (" + iter_ + " < " + std::to_string(k.loop) + ") " : std::string();
+        if (s.tensor_map >= 0) {
+          // The copy engine: coordinates innermost first, completing on the barrier of the iteration's buffer.
+          std::string coords;
+          for (size_t d = s.origin.size(); d-- > 0;) coords += ", " + affine(s.origin[d]);
+          for (size_t d = s.origin.size(); d < static_cast<size_t>(kTileRank); ++d) coords += ", 0";
+          line(in + guard + "mg::load_tma<" + S(s.dst) + ", " + std::to_string(s.origin.size()) + ", " +
+                   std::to_string(s.box_rows) + ">(" + t(s.dst) + ", tm" + std::to_string(s.tensor_map) +
+                   ", mg_barriers + " + iter_ + " % " + std::to_string(k.barriers) + coords + ");",
+               origin);
+        } else {
+          line(in + guard + "mg::load<" + S(s.dst) + ", " + global_type(s.tensor) + ", " + mask + ", " +
+                   std::to_string(s.vector_bytes) + ", " +
+                   (!s.async ? "mg::copy_sync" : s.batch ? "mg::copy_async_batch" : "mg::copy_async") + ">(" +
+                   t(s.dst) + ", " + tensor_ref(s.tensor) + ", " + at + ", " + float_literal(s.pad) + ");",
+               origin);
+        }
         iter_ = saved;
         return;
       }
       case StmtKind::AsyncWait:
         line(in + "mg::async_wait<" + std::to_string(s.pending) + ">();", origin);
+        // In the loop, this iteration's copy-engine loads have landed too (use it / barriers of its buffer's
+        // barrier); in the prologue the waits close batches and wait for nothing.
+        if (k.barriers > 0 && iter_ == "it")
+          line(in + "mg::tma_wait(mg_barriers + it % " + std::to_string(k.barriers) + ", (it / " +
+                   std::to_string(k.barriers) + ") & 1);",
+               origin);
         return;
       case StmtKind::Store: {
         std::string at = placement(s, mask);
@@ -428,12 +447,14 @@ class Emitter {
       params += (params.empty() ? "" : ", ") + std::string(q.role == Role::input ? "const " : "") + type + "* " +
                 std::string(d_.restrict_qualifier) + " p_" + q.name;
     }
+    // The copy engine's tensor maps, by value after the program's parameters (the runtime appends them).
+    for (size_t i = 0; i < k.tensor_maps.size(); ++i) params += ", " + fill(d_.tensor_map_param, "tm" + std::to_string(i));
     line(std::string(d_.extern_c) + " " + std::string(d_.kernel_qualifier) + " void " +
              fill(d_.launch_bounds, std::to_string(k.block[0] * k.block[1] * k.block[2])) + " " + k.entry + "(" +
              params + ") {",
          origin);
     const std::string in = "  ";
-    line(in + fill(d_.shared_declaration, "mg_smem"), origin);
+    line(in + fill(k.barriers > 0 ? d_.engine_shared_declaration : d_.shared_declaration, "mg_smem"), origin);
     line(in + fill(d_.threads_hint, std::to_string(k.block[0])), origin);
     // The block indices the statements use.
     static const char* const kBlock[3] = {"bx", "by", "bz"};
@@ -485,6 +506,14 @@ class Emitter {
                (tile.stages > 1 ? ", " + std::to_string(tile.stages) + " buffers (pipelined loads)" : "") +
                (tile.space == Space::global ? ", spilled to global memory" : ""),
            tile.from.str());
+    }
+    if (k.barriers > 0) {
+      line(in + "unsigned long long* const mg_barriers = reinterpret_cast<unsigned long long*>(mg_smem + " +
+               std::to_string(k.barrier_offset) + ");  // the copy engine's, one per pipeline buffer",
+           origin);
+      line(in + "mg::barriers_init(mg_barriers, " + std::to_string(k.barriers) + ", " +
+               std::to_string(k.barrier_arrivals) + ");",
+           origin);
     }
     last_text_.clear();
     iter_ = "0";

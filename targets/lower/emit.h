@@ -30,6 +30,9 @@ struct Dialect {
   std::string_view launch_bounds;              // "__launch_bounds__({})": threads per block
   std::string_view restrict_qualifier;         // "__restrict__"
   std::string_view shared_declaration;         // "extern __shared__ __align__(16) unsigned char {}[];": the name
+  std::string_view engine_shared_declaration;  // the same aligned to kCopyEngineAlign, for kernels whose loads use
+                                               // the copy engine (Kernel::tensor_maps)
+  std::string_view tensor_map_param;           // "const __grid_constant__ mg::TensorMap {}": a tensor map by value
   std::string_view threads_hint;               // "mg::assume_threads<{}>();": tells the compiler the block's thread
                                                // count (every launch uses exactly it), so loops over a tile unroll
   std::array<std::string_view, 3> block_index;  // "blockIdx.x", "blockIdx.y", "blockIdx.z"

@@ -140,6 +140,9 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
   std::string op(ir::op_name(s.op));
   // The thread level's choices (choose_instructions), as comments.
   auto access = [&]() {
+    if (s.tensor_map >= 0)
+      return "  # copy engine, tensor map " + std::to_string(s.tensor_map) + ", boxes of " + std::to_string(s.box_rows) +
+             " rows";
     if (s.vector_bytes == 0) return std::string();
     return "  # " + std::to_string(s.vector_bytes) + "-byte accesses" + (s.async ? ", cp.async" : "") +
            (s.batch ? ", batched" : "");
@@ -187,6 +190,14 @@ std::string print(const LoweredProgram& p) {
     out += "kernel " + k.entry + " grid " + list({k.grid.begin(), k.grid.end()}) + " block " +
            list({k.block.begin(), k.block.end()}) + " smem " + std::to_string(k.smem_bytes) + " loop " +
            std::to_string(k.loop) + "  # " + k.from.str() + "\n";
+    for (size_t i = 0; i < k.tensor_maps.size(); ++i) {
+      const TensorMapUse& m = k.tensor_maps[i];
+      out += "  tensor map " + std::to_string(i) + " of " + p.params[static_cast<size_t>(m.param)].name + " box " +
+             list(m.box) + (m.swizzle_bytes ? " swizzle " + std::to_string(m.swizzle_bytes) : "") + "\n";
+    }
+    if (k.barriers)
+      out += "  " + std::to_string(k.barriers) + " copy-engine barriers @" + std::to_string(k.barrier_offset) + ", " +
+             std::to_string(k.barrier_arrivals) + " requests per phase\n";
     if (k.scratch_bytes)
       out += "  scratch " + std::to_string(k.scratch_bytes) + " bytes per block at workspace + " +
              std::to_string(k.scratch_offset) + "\n";

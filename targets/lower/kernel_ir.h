@@ -86,6 +86,9 @@ struct Tile {
   // operand loads (ldmatrix) has the 16-byte chunks of each row permuted (pass choose_instructions; the tile
   // library's mg::Swizzled says how), so that the 8 rows one ldmatrix matrix reads hit distinct banks.
   bool swizzled = false;
+  // Written by the copy engine (Stmt::tensor_map): each buffer starts at a multiple of kCopyEngineAlign, so that the
+  // engine's address-based swizzle lands the chunks where mg::Swizzled reads them.
+  bool copy_engine = false;
   Origin from;
 
   int64_t numel() const;
@@ -158,9 +161,27 @@ struct Stmt {
   int64_t k_split = 1;       // Matmul into registers: warps that share each task, each taking 1/k_split of K
   int64_t vector_bytes = 0;  // Load/Store: bytes each thread moves per global access (0: one element at a time)
   bool async = false;        // Load: asynchronous copies (cp.async) straight into shared memory
+  // Load (pass use_copy_engine): moved by the copy engine (TMA) through Kernel::tensor_maps[tensor_map], in boxes of
+  // box_rows rows of the tile's second-to-last dim, and counted on the barrier of its buffer instead of a cp.async
+  // batch; -1: by the threads.
+  int tensor_map = -1;
+  int64_t box_rows = 0;
   bool by_warps = false;     // Reduce: each output folded by a whole warp (lanes stride the group, then shuffles)
   Origin from;
 };
+
+// A tensor as the copy engine sees it (NVIDIA's TMA, target [async] tma): the runtime builds the map from the
+// parameter the caller passes (its shape, strides and type) and from the box and swizzle here, and the kernel takes it
+// by value after the program's parameters.
+struct TensorMapUse {
+  int param = -1;             // index into LoweredProgram::params
+  std::vector<int64_t> box;   // elements per box along each dim of the parameter, outermost first; each 1..256
+  int64_t swizzle_bytes = 0;  // 0, or 32, 64, 128: rows of that many bytes with their 16-byte chunks permuted as
+                              // mg::Swizzled permutes them (the engine permutes by shared-memory address)
+  bool operator==(const TensorMapUse&) const = default;
+};
+
+inline constexpr int64_t kCopyEngineAlign = 1024;  // the engine's widest swizzle pattern: 8 rows of 128 bytes
 
 struct Kernel {
   std::string entry;  // the entry symbol: an identifier, unique in the program
@@ -172,6 +193,10 @@ struct Kernel {
                                           // (bx,by,bz) uses the slice ((bz*grid_y + by)*grid_x + bx)
   int64_t loop = 1;                       // trip count of the body
   std::vector<Tile> tiles;
+  std::vector<TensorMapUse> tensor_maps;  // the copy engine's view of the tensors its Loads name (Stmt::tensor_map)
+  // Copy-engine loads complete on barriers in shared memory at barrier_offset, one per pipeline buffer, each awaiting
+  // barrier_arrivals requests per phase (the loads of one iteration); 0 barriers when no load uses the engine.
+  int64_t barriers = 0, barrier_arrivals = 0, barrier_offset = 0;
   std::vector<Stmt> prologue, body, epilogue;  // body runs for it = 0 .. loop-1
   Origin from;                                 // the block op
 };

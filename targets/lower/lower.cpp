@@ -102,6 +102,7 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
     choose_instructions(k, p, target, options.matrix_ops);
     keep_rows_in_registers(k, target);
     keep_matmuls_in_registers(k, target);
+    use_copy_engine(k, p, target);
     plan_shared_memory(k, target, options.spill_to_global);  // again: register tiles free shared memory
     insert_barriers(k);
     k.entry = p.name + "_k" + std::to_string(p.kernels.size()) + "_" + names[g.result(n)];

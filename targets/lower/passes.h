@@ -85,6 +85,11 @@ bool c_fragments_feed_a(const targets::MatrixInstr& m, int64_t warp_size);
 // the target's registers per thread.
 void keep_matmuls_in_registers(Kernel& k, const targets::Target& target);
 
+// Pass 6b (copy_engine.cpp): where the target has a copy engine ([async] tma), each pipelined load of a box of a
+// kernel parameter that the engine can write exactly as the tile is read (Stmt::tensor_map) is moved by it on one
+// thread's request, completing on a barrier per pipeline buffer (Kernel::barriers) instead of a cp.async batch.
+void use_copy_engine(Kernel& k, const LoweredProgram& p, const targets::Target& target);
+
 // Shared memory a block graph needs once lowered (passes 3 and 4), for the tiling pass's fit test.
 int64_t block_smem_bytes(const ir::Graph& body);
 

@@ -108,12 +108,13 @@ int64_t assign_offsets(Kernel& k, Space space) {
 
   // First fit, largest buffer first.
   std::vector<size_t> roots;
-  std::vector<int64_t> size(n_tiles, 0);
+  std::vector<int64_t> size(n_tiles, 0), align(n_tiles, kTileAlign);
   for (size_t t = 0; t < n_tiles; ++t) {
     size_t g = group[t];
     if (!live[t].used()) continue;
     if (size[g] == 0) roots.push_back(g);
     size[g] = std::max(size[g], align_up(k.tiles[t].bytes(), kTileAlign));
+    if (k.tiles[t].copy_engine) align[g] = kCopyEngineAlign;
   }
   std::sort(roots.begin(), roots.end(), [&](size_t a, size_t b) {
     return size[a] != size[b] ? size[a] > size[b] : span[a].start < span[b].start;
@@ -129,7 +130,7 @@ int64_t assign_offsets(Kernel& k, Space space) {
     int64_t at = 0;
     for (const auto& [b, e] : busy) {
       if (at + size[g] <= b) break;
-      at = std::max(at, align_up(e, kTileAlign));
+      at = std::max(at, align_up(e, align[g]));
     }
     offset[g] = at;
     placed.push_back(g);
@@ -137,6 +138,11 @@ int64_t assign_offsets(Kernel& k, Space space) {
   }
   for (size_t t = 0; t < n_tiles; ++t)
     if (k.tiles[t].space == space) k.tiles[t].offset = offset[group[t]];
+  if (space == Space::shared && k.barriers > 0) {
+    // The copy engine's barriers (8 bytes each) after the tiles: live for the whole kernel.
+    k.barrier_offset = align_up(peak, 8);
+    peak = k.barrier_offset + 8 * k.barriers;
+  }
   return peak;
 }
 

@@ -16,8 +16,11 @@ namespace {
 
 using namespace samples;
 
+// tiny(), with a manifest whose length is not a multiple of 16 (so that padding follows it).
 Bytes good() {
-  return write_bundle(tiny());
+  Bundle b = tiny();
+  b.programs[0].mugraph += "#";
+  return write_bundle(b);
 }
 
 std::string hex16(uint64_t v) {
@@ -74,7 +77,52 @@ TEST(Bundle, RoundTripAtTheLimits) {
 
 // The writer produces exactly the layout docs/bundle-format.md describes (rebuilt here field by field).
 TEST(Bundle, WriterFollowsTheDocumentedLayout) {
-  EXPECT_EQ(write_bundle(tiny()), assemble(tiny_manifest().b, {payload(40, 7)}));
+  EXPECT_EQ(write_bundle(tiny()), assemble(tiny_manifest(1).b, {payload(40, 7)}, 1));
+  Bundle b = tiny();
+  b.programs[0].kernels[0].tensor_maps = {TensorMap{0, {8, 64}, 128}};
+  Manifest m = tiny_manifest(2);
+  m.b.resize(m.b.size() - 4);  // the kernel's map count was 0
+  m.u32(1).u32(0).u32(2).u32(128).u32(8).u32(64);  // parameter 0, rank 2 and 3 reserved bytes, swizzle, box
+  EXPECT_EQ(write_bundle(b), assemble(m.b, {payload(40, 7)}, 2));
+}
+
+// A bundle is written in the lowest version that expresses it: without tensor maps, version 1, which runtimes of
+// version 1 read; a file declaring version 1 cannot hold tensor maps.
+TEST(Bundle, WritesTheLowestVersion) {
+  Bundle b = tiny();
+  EXPECT_EQ(lowest_version(b), 1u);
+  Result r = read_bundle(write_bundle(b));
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.bundle->format_version, 1u);
+  b.programs[0].kernels[0].tensor_maps = {TensorMap{0, {8, 64}, 0}};
+  EXPECT_EQ(lowest_version(b), 2u);
+  r = read_bundle(write_bundle(b));
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.bundle->format_version, 2u);
+  b.format_version = 1;
+  EXPECT_EQ(validate(b), "bundle: format version 1 has no tensor maps (they need version 2)");
+}
+
+// A kernel's copy-engine tensor maps: written, read back, and held to the engine's rules.
+TEST(Bundle, TensorMaps) {
+  Bundle b = multi();
+  Kernel& k = b.programs[0].kernels[0];
+  k.tensor_maps = {TensorMap{1, {1, 1, 256, 64}, 128}, TensorMap{2, {1, 1, 128, 128}, 0}};
+  ASSERT_EQ(validate(b), std::nullopt);
+  expect_round_trip(b);
+  auto broken = [&](std::function<void(TensorMap&)> f) {
+    Bundle c = b;
+    f(c.programs[0].kernels[0].tensor_maps[0]);
+    return validate(c).value_or("valid");
+  };
+  const std::string at = "program 0 (attention), kernel 0 (attention_k0): tensor map 0: ";
+  EXPECT_EQ(broken([](TensorMap& m) { m.param = 9; }), at + "parameter 9 does not exist");
+  EXPECT_EQ(broken([](TensorMap& m) { m.param = 3; }), at + "parameter 3 is the workspace");
+  EXPECT_EQ(broken([](TensorMap& m) { m.box = {1, 256, 64}; }), at + "box has 3 dimensions, parameter 1 has 4");
+  EXPECT_EQ(broken([](TensorMap& m) { m.box[2] = 512; }), at + "box dimension 512 (must be 1..256)");
+  EXPECT_EQ(broken([](TensorMap& m) { m.box[3] = 4; }), at + "box rows of 8 bytes (must be a multiple of 16)");
+  EXPECT_EQ(broken([](TensorMap& m) { m.swizzle_bytes = 48; }), at + "swizzle 48 (must be 0, 32, 64 or 128)");
+  EXPECT_EQ(broken([](TensorMap& m) { m.swizzle_bytes = 64; }), at + "box rows of 128 bytes exceed the swizzle's 64");
 }
 
 TEST(Bundle, WriterRefusesWhatTheReaderWouldReject) {
@@ -93,8 +141,8 @@ TEST(Bundle, WriterRefusesWhatTheReaderWouldReject) {
   b.variants[0].payload.clear();
   EXPECT_EQ(validate(b), "variant 0 (h200, cubin sm_90a): empty payload");
   b = tiny();
-  b.format_version = 2;
-  EXPECT_EQ(validate(b), "bundle: format version 2: this code writes version 1 only");
+  b.format_version = 3;
+  EXPECT_EQ(validate(b), "bundle: format version 3: this code reads and writes versions 1 to 2");
 }
 
 TEST(Bundle, ContentRules) {
@@ -186,16 +234,16 @@ std::vector<Hostile> hostile_files() {
   h.push_back({"line endings converted", edit([](Bytes& b) { b.erase(b.begin() + 4); }),
                "not a morgana bundle (the file does not start with the bundle magic bytes)"});
   h.push_back({"future version", edit([](Bytes& b) { set_u32(b, kVersionAt, 7); }),
-               "bundle format version 7 is newer than this runtime (supports 1)"});
+               "bundle format version 7 is newer than this runtime (supports 2)"});
   h.push_back({"future version, truncated", edit([](Bytes& b) {
                  set_u32(b, kVersionAt, 7);
                  b.resize(12);
                }),
-               "bundle format version 7 is newer than this runtime (supports 1)"});
+               "bundle format version 7 is newer than this runtime (supports 2)"});
   h.push_back({"version 0", edit([](Bytes& b) { set_u32(b, kVersionAt, 0); }),
                "bundle format version 0 is not valid"});
   h.push_back({"unknown flags", edit([](Bytes& b) { set_u32(b, kFlagsAt, 4); }),
-               "header: flags 0x00000004 at offset 24 are not defined in format version 1"});
+               "header: flags 0x00000004 at offset 24 are not defined in format version 2"});
   h.push_back({"reserved field", edit([](Bytes& b) { set_u32(b, kReservedAt, 1); }),
                "header: reserved field at offset 28 is 0x00000001 (must be 0)"});
   h.push_back({"truncated file", edit([](Bytes& b) { b.pop_back(); }),

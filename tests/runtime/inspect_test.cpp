@@ -32,10 +32,13 @@ class Inspect : public ::testing::Test {
 
 TEST_F(Inspect, PrintsProgramsKernelsParametersAndVariants) {
   std::string path = (dir_ / "multi.mgb").string();
-  ASSERT_TRUE(write_bundle_file(path, samples::multi()).ok());
+  Bundle b = samples::multi();
+  b.programs[0].kernels[0].tensor_maps = {TensorMap{2, {1, 1, 256, 128}, 0}};
+  ASSERT_TRUE(write_bundle_file(path, b).ok());
   Outcome r = inspect(path);
   ASSERT_EQ(r.code, 0) << r.out;
-  for (const char* line : {"bundle format version 1: 3 program(s), 4 variant(s)\n",
+  for (const char* line : {"bundle format version 2: 3 program(s), 4 variant(s)\n",
+                           "    tensor map 0 of v  box [1, 1, 256, 128]  swizzle 0\n",
                            "program 0: attention  workspace 266240 bytes  variants 0, 1, 3\n",
                            "  kernel 0: attention_k0  grid 32x8x2  block 128x1x1  dynamic smem 49152 bytes\n",
                            "    workspace ws f32[2, 8, 32, 130] strides [33280, 4160, 130, 1]\n",

@@ -179,6 +179,39 @@ TEST_F(FakeDriver, WorkspaceIsTheLastKernelParameterOfEveryKernel) {
                 "launch s_k1 " + c + " grid=1,1,1 block=32,1,1 smem=0 stream=0 args=100,200,300,400"}));
 }
 
+// A kernel that uses the copy engine takes its tensor maps by value after the parameters and the workspace, each
+// built at launch from the caller's pointer for its parameter: shape and strides innermost first (strides in bytes,
+// the innermost left out), the bundle's box and swizzle, zeros outside the tensor.
+TEST_F(FakeDriver, TensorMapsFollowTheParametersAndTheWorkspace) {
+  Bundle b;
+  b.variants.push_back(variant("h200", VariantKind::cubin, "sm_90a", "func t_k0 params=6\n"));
+  std::vector<Parameter> params = {Parameter{"w", Role::input, DType::f16, {64, 256}, {256, 1}},
+                                   Parameter{"x", Role::input, DType::bf16, {4, 2, 64}, {128, 64, 1}},
+                                   f32("y", Role::output, 1), f32("partial", Role::workspace, 8)};
+  b.programs.push_back(Program{"t",
+                               "",
+                               32,
+                               {Kernel{"t_k0", {8, 1, 1}, {128, 1, 1}, 0, params,
+                                       {TensorMap{0, {32, 64}, 128}, TensorMap{1, {1, 2, 64}, 0}}}},
+                               {0}});
+  BundlePtr open_b = open(b);
+  use(kH200);
+  void* args[3] = {ptr(0x1000), ptr(0x2000), ptr(0x3000)};
+  ASSERT_EQ(mg_program_launch(program_at(open_b.get(), 0), nullptr, args, 3, ptr(0x4000)), MG_OK)
+      << mg_last_error();
+  EXPECT_EQ(fake().lines("tensormap"),
+            (std::vector<std::string>{
+                "tensormap type=6 rank=2 dims=256,64 strides=512 box=64,32 swizzle=3 interleave=0 l2=2 oob=0",
+                "tensormap type=9 rank=3 dims=64,2,4 strides=128,256 box=64,2,1 swizzle=0 interleave=0 l2=2 oob=0"}));
+  // The fake prints each argument's first 8 bytes: a map's is the address it was built from.
+  EXPECT_EQ(fake().lines("launch"),
+            (std::vector<std::string>{"launch t_k0 " + ctx(kH200) +
+                                      " grid=8,1,1 block=128,1,1 smem=0 stream=0 args=1000,2000,3000,4000,1000,2000"}));
+  // A pointer the engine cannot take (not 16-byte aligned) is refused before it is built, as for every kernel.
+  void* odd[3] = {ptr(0x1008), ptr(0x2000), ptr(0x3000)};
+  EXPECT_EQ(mg_program_launch(program_at(open_b.get(), 0), nullptr, odd, 3, ptr(0x4000)), MG_ERROR_INVALID_ARGUMENT);
+}
+
 Bundle smem_bundle(uint32_t dynamic, int static_smem = 0) {
   Bundle b;
   b.variants.push_back(variant("any", VariantKind::cubin, "sm_80",

@@ -20,6 +20,7 @@ using bundle::Bundle;
 using bundle::DType;
 using bundle::Kernel;
 using bundle::Parameter;
+using bundle::TensorMap;
 using bundle::Program;
 using bundle::Role;
 using bundle::Variant;

@@ -89,8 +89,10 @@ inline Bundle multi() {
 }
 
 // What read_bundle returns for `b`: the checksums filled in.
+// b as read back from write_bundle(b): checksums filled in, the version the writer chose.
 inline Bundle with_checksums(Bundle b) {
   for (Variant& v : b.variants) v.checksum = crc64(v.payload);
+  b.format_version = lowest_version(b);
   return b;
 }
 
@@ -175,18 +177,20 @@ struct Manifest {
 };
 
 // tiny()'s manifest, by hand.
-inline Manifest tiny_manifest() {
+// tiny()'s manifest in format `version` (2 ends each kernel record with its tensor-map count, here 0).
+inline Manifest tiny_manifest(uint32_t version = 1) {
   Manifest m;
   m.u32(1).variant("h200", 1, "sm_90a");
   m.u32(1).program("rmsnorm", "kernel rmsnorm(x: f16[8, 64]) -> y\n", 0, {0});
   m.u32(1).kernel("rmsnorm_k0", {8, 1, 1, 128, 1, 1}, 1024).u32(2);
   m.param("x", 1, 1, {8, 64}, {64, 1}).param("y", 2, 1, {8, 64}, {64, 1});
+  if (version >= 2) m.u32(0);
   return m;
 }
 
-// A whole file around a manifest and payloads: header, table (manifest, then payload i as variant i), each
+// A whole file (format `version`; the manifest must be written in it) around a manifest and payloads: header, table (manifest, then payload i as variant i), each
 // section at a multiple of 16, correct checksums.
-inline Bytes assemble(const Bytes& manifest, const std::vector<Bytes>& payloads) {
+inline Bytes assemble(const Bytes& manifest, const std::vector<Bytes>& payloads, uint32_t version = 1) {
   auto align = [](size_t x) { return (x + 15) / 16 * 16; };
   const size_t n = 1 + payloads.size();
   std::vector<size_t> offsets{align(32 + 32 * n)};
@@ -198,7 +202,7 @@ inline Bytes assemble(const Bytes& manifest, const std::vector<Bytes>& payloads)
   Bytes f(end, 0);
   const uint8_t magic[8] = {0x89, 'M', 'G', 'B', '\r', '\n', 0x1a, '\n'};
   std::copy(magic, magic + 8, f.begin());
-  set_u32(f, kVersionAt, 1);
+  set_u32(f, kVersionAt, version);
   set_u32(f, kSectionCountAt, static_cast<uint32_t>(n));
   set_u64(f, kFileBytesAt, end);
   for (size_t i = 0; i < n; ++i) {

@@ -390,6 +390,121 @@ __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, 
   }
 }
 
+// ---- copies by the copy engine (sm_90's bulk tensor copies, TMA): one thread asks, the engine moves the tile ----
+
+// The copy engine's description of one tensor (shape, strides, element type, box, swizzle). The runtime builds it
+// from the parameter the caller passed (cuTensorMapEncodeTiled) and a kernel takes it by value after the program's
+// parameters (__grid_constant__: its address is then a parameter's). Host emulation keeps the tensor itself instead.
+#ifdef MG_HOST_EMULATION
+struct TensorMap {
+  const unsigned char* base;
+  int rank;
+  i64 dims[4];     // elements, innermost first
+  i64 strides[4];  // bytes, innermost first
+};
+#else
+struct alignas(64) TensorMap {
+  unsigned long long opaque[16];
+};
+#endif
+
+// A barrier in shared memory that copy-engine loads complete on: a phase ends when its `arrivals` requests have
+// arrived and the bytes each announced have landed. Thread 0 initialises the kernel's `count` barriers; the block
+// waits for it (and the initialisation is made visible to the engine) before any load.
+__device__ __forceinline__ void barriers_init(unsigned long long* bars, int count, int arrivals) {
+#ifndef MG_HOST_EMULATION
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < count; ++i)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(bars + i))),
+                   "r"(arrivals)
+                   : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+#endif
+  __syncthreads();
+}
+
+// Waits until the phase of barrier `bar` of parity `parity` has completed (use n of a buffer's barrier has parity
+// n % 2): the copy-engine loads of that use have landed, visible to this thread.
+__device__ __forceinline__ void tma_wait(unsigned long long* bar, int parity) {
+#ifndef MG_HOST_EMULATION
+  asm volatile(
+      "{\n.reg .pred done;\nmg_wait:\nmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n@!done bra mg_wait;\n}\n" ::"r"(
+          static_cast<unsigned>(__cvta_generic_to_shared(bar))),
+      "r"(parity)
+      : "memory");
+#endif
+}
+
+// One box of the tensor `map` describes at coordinates c (innermost first) into dst, counted on bar.
+template <int RANK>
+__device__ __forceinline__ void tensor_box(void* dst, const TensorMap& map, unsigned long long* bar, const int (&c)[4]) {
+#ifndef MG_HOST_EMULATION
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  const void* m = &map;
+  if constexpr (RANK == 1)
+    asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2}], [%3];\n" ::"r"(d),
+                 "l"(m), "r"(c[0]), "r"(b)
+                 : "memory");
+  else if constexpr (RANK == 2)
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(d),
+                 "l"(m), "r"(c[0]), "r"(c[1]), "r"(b)
+                 : "memory");
+  else if constexpr (RANK == 3)
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(d),
+        "l"(m), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(b)
+        : "memory");
+  else
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(d),
+        "l"(m), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(b)
+        : "memory");
+#endif
+}
+
+// dst = the tile of shape S at coordinates c0 (innermost) .. c3 of the RANK-dim tensor `map` describes, moved by the
+// copy engine on thread 0's request: boxes of BOX rows of the tile's dim 2 (one box when BOX == S::d2), their bytes
+// announced to `bar` first, so that its phase completes when the whole tile has landed (tma_wait). Elements outside
+// the tensor read 0. The map's swizzle writes the tile's layout (lowering checked: rows of 32, 64 or 128 bytes are
+// mg::Swizzled's, each buffer on a multiple of 8 rows' bytes).
+template <class S, int RANK, int BOX, class T>
+__device__ __forceinline__ void load_tma(T* dst, const TensorMap& map, unsigned long long* bar, i64 c0, i64 c1,
+                                         i64 c2, i64 c3) {
+  if (threadIdx.x != 0) return;
+#ifdef MG_HOST_EMULATION
+  (void)bar;
+  const i64 origin[4] = {c3, c2, c1, c0};  // in the tile's dims
+  for (int e = 0; e < S::size; ++e) {
+    const Idx x = unflatten<S>(e);
+    const i64 at[4] = {origin[0] + x.i0, origin[1] + x.i1, origin[2] + x.i2, origin[3] + x.i3};
+    bool inside = true;
+    i64 offset = 0;
+    for (int d = 0; d < 4; ++d) {
+      const int inner = 3 - d;  // the tensor dim, innermost first
+      if (inner >= map.rank) continue;
+      inside = inside && at[d] >= 0 && at[d] < map.dims[inner];
+      offset += at[d] * map.strides[inner];
+    }
+    T v{};
+    if (inside) mg_host_copy(&v, map.base + offset, sizeof(T));
+    dst[stored_at<S>(e)] = v;
+  }
+#else
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+                   static_cast<unsigned>(__cvta_generic_to_shared(bar))),
+               "r"(static_cast<unsigned>(S::size * sizeof(T)))
+               : "memory");
+#pragma unroll 1
+  for (int r = 0; r < S::d2; r += BOX) {
+    const int c[4] = {static_cast<int>(c0), static_cast<int>(c1 + (RANK >= 2 ? r : 0)), static_cast<int>(c2),
+                      static_cast<int>(c3)};
+    tensor_box<RANK>(dst + r * S::d3, map, bar, c);
+  }
+#endif
+}
+
 // The tile src written into dst at origin (o0..o3), converted to dst's type; elements outside along the masked
 // dims are dropped. VEC > sizeof(U): VEC bytes of U per global access, as for load.
 template <class S, class G, int MASK, int VEC, class U, class T>

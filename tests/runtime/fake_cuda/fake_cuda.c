@@ -546,6 +546,35 @@ CUresult cuLaunchKernel(struct function* f, unsigned gx, unsigned gy, unsigned g
   return SUCCESS;
 }
 
+/* ---- the copy engine's tensor maps: checked like the driver's, recorded, and the address kept in the map ---- */
+
+CUresult cuTensorMapEncodeTiled(unsigned long long* map, int type, unsigned rank, void* address,
+                                const unsigned long long* dims, const unsigned long long* strides,
+                                const unsigned* box, const unsigned* element_strides, int interleave, int swizzle,
+                                int l2, int oob) {
+  NEED_INIT();
+  if (map == NULL || ((uintptr_t)map & 63) != 0 || rank < 1 || rank > 5 || ((uintptr_t)address & 15) != 0)
+    return INVALID_VALUE;
+  char text[512];
+  size_t used = (size_t)snprintf(text, sizeof text, "tensormap type=%d rank=%u dims=", type, rank);
+  for (unsigned i = 0; i < rank; ++i) {
+    if (box[i] < 1 || box[i] > 256 || element_strides[i] != 1) return INVALID_VALUE;
+    if (i > 0 && (strides[i - 1] & 15) != 0) return INVALID_VALUE;
+    used += (size_t)snprintf(text + used, sizeof text - used, "%s%llu", i ? "," : "", dims[i]);
+  }
+  used += (size_t)snprintf(text + used, sizeof text - used, " strides=");
+  for (unsigned i = 0; i + 1 < rank; ++i)
+    used += (size_t)snprintf(text + used, sizeof text - used, "%s%llu", i ? "," : "", strides[i]);
+  used += (size_t)snprintf(text + used, sizeof text - used, " box=");
+  for (unsigned i = 0; i < rank; ++i)
+    used += (size_t)snprintf(text + used, sizeof text - used, "%s%u", i ? "," : "", box[i]);
+  snprintf(text + used, sizeof text - used, " swizzle=%d interleave=%d l2=%d oob=%d", swizzle, interleave, l2, oob);
+  record("%s", text);
+  memset(map, 0, 128);
+  map[0] = (unsigned long long)(uintptr_t)address;
+  return SUCCESS;
+}
+
 /* ---- memory, streams, events: host memory and immediate completion ---- */
 
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {

@@ -29,7 +29,8 @@ namespace {
 constexpr unsigned kThreads = 3;
 
 // Kernels that ran with tensor-core matmuls and warp reductions, so the test can insist those paths were covered.
-int atom_kernels = 0, warp_reduce_kernels = 0, register_tile_kernels = 0, register_chain_kernels = 0;
+int atom_kernels = 0, warp_reduce_kernels = 0, register_tile_kernels = 0, register_chain_kernels = 0,
+    copy_engine_kernels = 0;
 
 unsigned emulated_threads(const lower::Kernel& k, const targets::Target& t) {
   bool atoms = false, warps = false;
@@ -48,6 +49,7 @@ unsigned emulated_threads(const lower::Kernel& k, const targets::Target& t) {
       chain = chain || (s.kind == lower::StmtKind::Reduce &&
                         k.tiles[static_cast<size_t>(s.dst)].space == lower::Space::registers);
   register_chain_kernels += chain;
+  copy_engine_kernels += !k.tensor_maps.empty();
   // Register tiles are tiled over the warps the kernel was lowered for (mg::Fragments): all of its threads.
   for (const lower::Tile& tile : k.tiles)
     if (tile.space == lower::Space::registers) {
@@ -97,6 +99,19 @@ std::string runners(const lower::LoweredProgram& p) {
                                                           : std::string(d.storage_type[static_cast<size_t>(q.dtype)]);
       args += std::string(i ? ", " : "") + "(" + (q.role == lower::Role::input ? "const " : "") + type + "*)a[" +
               std::to_string(i) + "]";
+    }
+    // The copy engine's tensor maps: on the host, the tensor itself (base, shape and byte strides innermost first),
+    // as the runtime would describe it to the driver.
+    for (const lower::TensorMapUse& m : k.tensor_maps) {
+      const lower::Param& q = p.params[static_cast<size_t>(m.param)];
+      const int64_t es = ir::dtype_bytes(q.dtype);
+      std::string dims, strides;
+      for (size_t i = q.shape.size(); i-- > 0;) {
+        dims += std::to_string(q.shape[i]) + ", ";
+        strides += std::to_string(q.strides[i] * es) + ", ";
+      }
+      args += ", mg::TensorMap{(const unsigned char*)a[" + std::to_string(m.param) + "], " +
+              std::to_string(q.shape.size()) + ", {" + dims + "}, {" + strides + "}}";
     }
     out += "extern \"C\" void mg_run_" + k.entry +
            "(void** a, long gx, long gy, long gz, unsigned threads) {\n"
@@ -225,9 +240,11 @@ TEST(HostEmulation, GeneratedCudaComputesTheReference) {
   EXPECT_GE(warp_reduce_kernels, 5);
   EXPECT_GE(register_tile_kernels, 5);
   EXPECT_GE(register_chain_kernels, 4);
+  EXPECT_GE(copy_engine_kernels, 4);
   std::printf("%d programs; %d kernels with tensor-core matmuls, %d with warp reductions, %d with register tiles, "
-              "%d with row reductions in registers\n",
-              ran, atom_kernels, warp_reduce_kernels, register_tile_kernels, register_chain_kernels);
+              "%d with row reductions in registers, %d with copy-engine loads\n",
+              ran, atom_kernels, warp_reduce_kernels, register_tile_kernels, register_chain_kernels,
+              copy_engine_kernels);
 }
 
 // Tiles spilled to each block's slice of global scratch (LowerOptions::spill_to_global) on a target too small for

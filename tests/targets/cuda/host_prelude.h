@@ -23,6 +23,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
+#define __grid_constant__
 
 struct mg_dim3 {
   unsigned x = 0, y = 0, z = 0;
@@ -31,7 +32,7 @@ inline thread_local mg_dim3 threadIdx, blockIdx;
 inline mg_dim3 blockDim;
 
 // Larger than any target's shared memory per block.
-alignas(16) inline unsigned char mg_smem[1 << 18];
+alignas(1024) inline unsigned char mg_smem[1 << 18];
 
 struct uint2 {
   unsigned x, y;
