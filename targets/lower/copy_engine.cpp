@@ -11,8 +11,9 @@
 // parameter of the program (the runtime builds its tensor map from the caller's pointer), its last dim contiguous
 // and its other strides multiples of 16 bytes; the tile is a box of it with rows of a multiple of 16 bytes and at
 // most 256 elements, each dim at most 256 long except that a tall tile of one matrix goes as a stack of boxes; a
-// swizzled tile has rows of 32, 64 or 128 bytes (the engine's swizzles are mg::Swizzled there), and each buffer
-// starts on a multiple of eight rows' bytes; elements read outside the tensor are 0 (the engine's fill).
+// swizzled tile has rows of 32, 64 or 128 bytes (the engine's swizzles are mg::Swizzled there) or loses its swizzle
+// where that costs 2-way bank conflicts (below), and each buffer starts on a multiple of eight rows' bytes; elements
+// read outside the tensor are 0 (the engine's fill).
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -47,8 +48,14 @@ std::optional<std::pair<TensorMapUse, int64_t>> engine_load(const Stmt& s, const
   if (row_bytes % 16 != 0 || t.shape.back() > kMaxBox) return std::nullopt;
   int64_t swizzle = 0;
   if (t.swizzled) {
-    if (row_bytes != 32 && row_bytes != 64 && row_bytes != 128) return std::nullopt;
-    swizzle = row_bytes;
+    // The engine's swizzles are mg::Swizzled's for rows of 32, 64 and 128 bytes. Other rows go unswizzled by the
+    // engine where that costs little: the 8 rows an ldmatrix matrix reads, C chunks apart, then share bank groups
+    // gcd(C, 8)-fold, and 2-fold (rows of 96, 160 or 224 bytes) cost less than the engine saves (rmsnorm_linear's
+    // 96-byte rows on the H100: 26.1 -> 23.8 us; 256-byte rows, 8-fold, made attention_decode 4.4 us slower).
+    if (row_bytes == 32 || row_bytes == 64 || row_bytes == 128)
+      swizzle = row_bytes;
+    else if (std::gcd(row_bytes / 16, int64_t{8}) != 2)
+      return std::nullopt;
   }
   // Rows per box: the whole tile when it fits a box, else a stack of boxes of one matrix's rows.
   TensorMapUse use{g.param, t.shape, swizzle};
@@ -83,6 +90,7 @@ void use_copy_engine(Kernel& before, const LoweredProgram& p, const targets::Tar
     s.box_rows = use->second;
     Tile& t = k.tiles[static_cast<size_t>(s.dst)];
     t.copy_engine = true;
+    t.swizzled = use->first.swizzle_bytes != 0;
     stages = std::max(stages, t.stages);
     ++per_iteration;
     // The prologue's loads of the same tile (earlier iterations) go the same way.
