@@ -652,6 +652,15 @@ E decode_enum(ManifestReader& r, std::string_view what, const char* known_codes)
   return e;
 }
 
+// A rank byte, at most `limit`.
+uint8_t read_rank(ManifestReader& r, uint32_t limit) {
+  const uint64_t rank_at = r.offset();
+  const uint8_t rank = r.u8("rank");
+  if (rank > limit)
+    fail(r.prefix() + "rank " + num(rank) + " at offset " + num(rank_at) + " exceeds the limit " + num(limit));
+  return rank;
+}
+
 void decode_manifest(ManifestReader& r, Bundle& b, Offsets& at, uint32_t version) {
   uint32_t nv = r.count("variant count", kMaxVariants, kMinVariantBytes);
   b.variants.resize(nv);
@@ -712,11 +721,7 @@ void decode_manifest(ManifestReader& r, Bundle& b, Offsets& at, uint32_t version
         r.set_context(kctx + ", parameter " + num(j) + " (" + printable(par.name) + ")");
         par.role = decode_enum<Role>(r, "role", "1 input, 2 output, 3 workspace");
         par.dtype = decode_enum<DType>(r, "dtype", "1 f16, 2 bf16, 3 f32");
-        uint64_t rank_at = r.offset();
-        uint8_t rank = r.u8("rank");
-        if (rank > kMaxRank)
-          fail(r.prefix() + "rank " + num(rank) + " at offset " + num(rank_at) + " exceeds the limit " +
-               num(kMaxRank));
+        uint8_t rank = read_rank(r, kMaxRank);
         r.reserved(1, "reserved byte");
         par.shape.resize(rank);
         par.strides.resize(rank);
@@ -731,11 +736,7 @@ void decode_manifest(ManifestReader& r, Bundle& b, Offsets& at, uint32_t version
         TensorMap& m = ker.tensor_maps[j];
         r.set_context(kctx + ", tensor map " + num(j));
         m.param = r.u32("parameter index");
-        uint64_t rank_at = r.offset();
-        uint8_t rank = r.u8("rank");
-        if (rank > kMaxTensorMapRank)
-          fail(r.prefix() + "rank " + num(rank) + " at offset " + num(rank_at) + " exceeds the limit " +
-               num(kMaxTensorMapRank));
+        uint8_t rank = read_rank(r, kMaxTensorMapRank);
         r.reserved(3, "reserved byte");
         m.swizzle_bytes = r.u32("swizzle");
         m.box.resize(rank);
