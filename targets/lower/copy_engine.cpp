@@ -15,6 +15,7 @@
 // where that costs 2-way bank conflicts (below), and each buffer starts on a multiple of eight rows' bytes; elements
 // read outside the tensor are 0 (the engine's fill).
 #include <algorithm>
+#include <climits>
 #include <numeric>
 #include <optional>
 
@@ -41,8 +42,11 @@ std::optional<std::pair<TensorMapUse, int64_t>> engine_load(const Stmt& s, const
   if (q.role != Role::input || g.offset != 0 || g.shape != q.shape || g.strides != q.strides || q.dtype != g.dtype ||
       t.dtype != g.dtype || rank < 1 || rank > 4 || t.shape.size() != rank || g.strides.back() != 1)
     return std::nullopt;
-  for (size_t d = 0; d + 1 < rank; ++d)
-    if (g.strides[d] * es % 16 != 0) return std::nullopt;
+  // The engine's limits: strides multiples of 16 bytes below 2^40, coordinates 32-bit.
+  for (size_t d = 0; d < rank; ++d)
+    if ((d + 1 < rank && (g.strides[d] * es % 16 != 0 || g.strides[d] * es >= (int64_t{1} << 40))) ||
+        g.shape[d] > INT32_MAX)
+      return std::nullopt;
   if (s.mask != 0 && s.pad != 0) return std::nullopt;  // the engine fills with zeros only
   const int64_t row_bytes = t.shape.back() * es;
   if (row_bytes % 16 != 0 || t.shape.back() > kMaxBox) return std::nullopt;

@@ -223,6 +223,66 @@ int staged_tiles(const lower::Kernel& k) {
 
 // The for-loop's 16-byte loads get 2 to 4 buffers (later iterations' cp.async batches issued before this one's math)
 // when that costs no block the SM would run, and stay single where it would.
+// rmsnorm_linear as 128 blocks of 48 columns (its searched pick on the H100): W's tile has 96-byte rows.
+constexpr const char* kFortyEightColumns = R"(kernel rl(X: f16[2,4096], W: f16[4096,6144]) {
+  Y = block(X, W) grid=[128,1,1] threads=128 loop=4 {
+    x = iter(X, imap=[-,-,-], fmap=1)
+    w = iter(W, imap=[1,-,-], fmap=0)
+    q = square(x)
+    m = matmul(x, w)
+    s = reduce_sum(q, dim=1)
+    a = acc_sum(m)
+    b = acc_sum(s)
+    c = mul_scalar(b, s=0.000244140625)
+    d = add_scalar(c, s=1e-06)
+    r = rsqrt(d)
+    y = mul(a, r)
+    save(y, omap=[1,-,-])
+  }
+  return Y
+}
+)";
+
+// The copy engine (pass 6b) takes a pipelined load of a kernel input where it writes the tile as the tile library
+// reads it: rows of 128 bytes keep their swizzle (the engine's 128-byte one), 96-byte rows lose it (2-way ldmatrix
+// conflicts), 256-byte rows stay swizzled on cp.async; a target without the engine (a100) keeps every load on
+// cp.async; one barrier per buffer, one request per engine load of an iteration.
+TEST(Lower, CopyEngineLoadsWhereItWritesTheTileAsRead) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  targets::Target a100 = targets::load_target("targets/cuda/a100.toml");
+  auto lowered = [&](const ir::Graph& g, const targets::Target& t) { return lower::lower(g, t, kWithMma); };
+  ir::Graph wide = std::move(ir::parse_file("bench/variants/rmsnorm_linear_b1_96x64_loop16.mg").programs[0]);
+  lower::LoweredProgram p = lowered(wide, h100);
+  const lower::Kernel& k = p.kernels[0];
+  ASSERT_EQ(k.tensor_maps.size(), 2u) << lower::print(p);
+  EXPECT_EQ(k.tensor_maps[0], (lower::TensorMapUse{0, {2, 256}, 0}));    // X: rows of 512 bytes, unswizzled
+  EXPECT_EQ(k.tensor_maps[1], (lower::TensorMapUse{1, {256, 64}, 128}));  // W: 128-byte rows, swizzled
+  EXPECT_EQ(k.barriers, 4);
+  EXPECT_EQ(k.barrier_arrivals, 2);
+  EXPECT_EQ(k.barrier_offset % 8, 0);
+  for (const lower::Tile& t : k.tiles)
+    if (t.copy_engine) {
+      EXPECT_EQ(t.offset % lower::kCopyEngineAlign, 0) << t.name;
+    }
+  const std::string ir = lower::print(p);
+  EXPECT_NE(ir.find("copy engine, tensor map 1, boxes of 256 rows"), std::string::npos) << ir;
+  EXPECT_TRUE(lowered(wide, a100).kernels[0].tensor_maps.empty());
+
+  ir::Graph narrow = std::move(ir::parse_module(kFortyEightColumns).programs[0]);
+  lower::LoweredProgram q = lowered(narrow, h100);
+  ASSERT_EQ(q.kernels[0].tensor_maps.size(), 1u) << lower::print(q);
+  EXPECT_EQ(q.kernels[0].tensor_maps[0], (lower::TensorMapUse{1, {256, 48}, 0}));  // 4 boxes per 1024-row stage
+  for (const lower::Tile& t : q.kernels[0].tiles)
+    if (t.copy_engine) {
+      EXPECT_FALSE(t.swizzled) << t.name;
+    }
+
+  ir::Graph fused = std::move(ir::parse_file("examples/mugraphs/rmsnorm_linear_fused.mg").programs[0]);
+  lower::LoweredProgram f = lowered(fused, h100);
+  for (const lower::TensorMapUse& m : f.kernels[0].tensor_maps)
+    EXPECT_NE(m.param, 1) << "W's 256-byte rows stay on cp.async\n" << lower::print(f);
+}
+
 TEST(Lower, LoadsArePipelinedOnlyWhereItCostsNoBusyBlock) {
   targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
   ir::Graph small = std::move(ir::parse_file("tests/verify/catalogue/true/07_online_softmax.mg").programs[1]);
