@@ -63,7 +63,9 @@ def _cell(row: Dict, key: str) -> str:
     if res is None:
         return "–"
     if res.get("status") == "ok":
-        return fmt_us(res["us"])
+        runs = res.get("runs_us", [])
+        spread = f" ({fmt_us(min(runs))}–{fmt_us(max(runs))}, {len(runs)} compilations)" if len(runs) > 1 else ""
+        return fmt_us(res["us"]) + spread
     if res.get("status") == "FAIL":
         return f"FAIL ({res['error']:.1e})"
     return "error"

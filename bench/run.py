@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 import traceback
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -273,7 +274,20 @@ def bench_spec(torch, device, entry: Dict, out_dir: Path, lib, machine: Dict, ar
             torch._dynamo.reset()  # every spec's function shares one code object: start from an empty cache
             return TorchCandidate("compile", torch.compile(eager, mode=args.compile_mode, dynamic=False,
                                                            fullgraph=True), args.compile_mode)
-        row["results"]["compile"] = run_one("torch.compile", make_compiled)
+        # torch.compile's autotuner picks differently from one compilation to the next (the same spec measured
+        # 3.1 to 12.4 us in one day's runs on the H100): with --compile-runs N the peer is its fastest of N
+        # compilations, each after the first autotuning afresh (inductor's caches off), the others reported.
+        runs = []
+        for i in range(max(1, args.compile_runs)):
+            if i == 1:
+                inductor_caches(torch, False)
+            runs.append(run_one(f"torch.compile {i + 1}", make_compiled))
+        if len(runs) > 1:
+            inductor_caches(torch, True)
+        ok = [r for r in runs if r.get("status") == "ok"]
+        best = min(ok, key=lambda r: r["us"]) if ok else runs[0]
+        best["runs_us"] = [r["us"] for r in ok]
+        row["results"]["compile"] = best
     if kernel.attention_patterns():
         for layout in T.SDPA_LAYOUTS:
             row["results"][f"sdpa_{layout}"] = run_one(
@@ -317,6 +331,18 @@ def quiet_inductor(torch) -> None:
             setattr(cfg, name, value)
 
 
+def inductor_caches(torch, on: bool) -> None:
+    """Inductor's caches (compiled graphs, autotuning results) on or off: off, a compilation autotunes afresh."""
+    try:
+        import torch._inductor.config as cfg  # noqa: PLC0415
+    except ImportError:
+        return
+    if hasattr(cfg, "force_disable_caches"):
+        cfg.force_disable_caches = not on
+    # dynamo says, every compilation, that its profile-guided cache is off too: known, and not this table's business.
+    warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
+
+
 def gpu_slug(name: str) -> str:
     s = re.sub(r"^nvidia\s+", "", name.strip(), flags=re.I).lower()
     return re.sub(r"[^a-z0-9]+", "-", s).strip("-") or "gpu"
@@ -334,6 +360,9 @@ def main(argv=None) -> int:
     ap.add_argument("--specs", nargs="+", help="only these specs (names or shell patterns, e.g. gqa_* lora)")
     ap.add_argument("--skip-compile", "--no-compile", dest="skip_compile", action="store_true",
                     help="leave out torch.compile (it takes ~20 s per spec)")
+    ap.add_argument("--compile-runs", type=int, default=1,
+                    help="compilations of each spec by torch.compile, each autotuned afresh and timed; the fastest "
+                         "is the peer (default 1; 3 settles comparisons within its run-to-run spread)")
     ap.add_argument("--compile-mode", default="max-autotune-no-cudagraphs", help="torch.compile mode (default: "
                                                                                  "max-autotune-no-cudagraphs)")
     ap.add_argument("--no-candidates", action="store_true", help="time only the best and the plain bundle")

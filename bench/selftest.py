@@ -374,7 +374,7 @@ def dry_run(tmp: Path) -> None:
     entries[0]["candidates"] = [{"rank": 1, "cost_us": 1.0}]  # not compiled: reported as such
     entries[0]["variants"] = [{"label": "var1", "source": "hand.mg", "cost_us": 2.0}]  # the same for a variant
     args = argparse.Namespace(seed=0, max_sets=3, reps=20, warmup=2, skip_compile=True, no_candidates=False,
-                              verbose=True, compile_mode="max-autotune-no-cudagraphs")
+                              verbose=True, compile_mode="max-autotune-no-cudagraphs", compile_runs=1)
     machine = {"gpu": "CPU stand-in", "l2_bytes": 1 << 20, "copy_bytes_per_s": 1e10,
                "peak_flops": {"f16": 1e12, "bf16": 1e12, "f32": 1e11}, "torch": torch.__version__}
     results = {"date": "2000-01-01", "commit": "test", "command": "python3 -m bench run (dry run)",
