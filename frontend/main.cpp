@@ -246,9 +246,9 @@ int cmd_inspect(const std::vector<std::string>& args) {
       for (size_t m = 0; m < ker.tensor_maps.size(); ++m) {
         const bundle::TensorMap& tm = ker.tensor_maps[m];
         std::vector<int64_t> box(tm.box.begin(), tm.box.end());
-        std::printf("    tensor map %zu of %s  box [%s]  swizzle %u\n", m,
-                    tm.param < ker.params.size() ? ker.params[tm.param].name.c_str() : "?", dims(box).c_str(),
-                    tm.swizzle_bytes);
+        // read_bundle checked that the map's parameter exists.
+        std::printf("    tensor map %zu of %s  box [%s]  swizzle %u\n", m, ker.params[tm.param].name.c_str(),
+                    dims(box).c_str(), tm.swizzle_bytes);
       }
     }
     if (vm["mugraph"].as<bool>()) {

@@ -110,12 +110,7 @@ void use_copy_engine(Kernel& before, const LoweredProgram& p, const targets::Tar
   k.barriers = stages;
   k.barrier_arrivals = per_iteration;
   // The engine's alignment and barriers take a little shared memory: never at the cost of the fit or of a block.
-  const int64_t blocks = k.grid[0] * k.grid[1] * k.grid[2], threads = k.block[0] * k.block[1] * k.block[2];
-  const int64_t was = assign_offsets(before), now = assign_offsets(k);
-  if (now > shared_memory_limit(target) ||
-      targets::busy_blocks_per_sm(target, blocks, threads, now) < targets::busy_blocks_per_sm(target, blocks, threads, was))
-    return;
-  before = std::move(k);
+  if (costs_nothing(before, k, target)) before = std::move(k);
 }
 
 }  // namespace morgana::lower

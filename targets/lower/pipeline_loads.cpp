@@ -45,18 +45,6 @@ bool batch_loads(std::vector<Stmt>& list, const Kernel& k, const LoweredProgram&
 
 int64_t threads(const Kernel& k) { return k.block[0] * k.block[1] * k.block[2]; }
 
-// Shared memory after the change must fit, and must not cost blocks that would run at once: a second block on the SM
-// overlaps its loads with this one's math as well as a second buffer or an earlier load does, and also its math with
-// this one's barriers (measured on the H100: doubling 64 KiB tiles took rmsnorm_linear_b8 from 87 to 161 us,
-// gated_mlp from 76 to 127, at one block per SM instead of the two or three its grid gave each). Residency beyond the
-// grid's blocks per SM is worth nothing. Registers are not known yet; both counts ignore them.
-bool costs_nothing(Kernel& before, Kernel& after, const targets::Target& target) {
-  const int64_t one = assign_offsets(before), two = assign_offsets(after);
-  const int64_t blocks = before.grid[0] * before.grid[1] * before.grid[2];
-  return two <= shared_memory_limit(target) && targets::busy_blocks_per_sm(target, blocks, threads(after), two) >=
-                                                   targets::busy_blocks_per_sm(target, blocks, threads(before), one);
-}
-
 // `stages` buffers per asynchronous body load: the prologue issues iterations 0 .. stages-2, each iteration the one
 // stages-1 ahead, each as a batch closed by an AsyncWait that waits for all but the stages-1 newest batches.
 Kernel staged_copy(const Kernel& k, const LoweredProgram& p, int64_t stages) {

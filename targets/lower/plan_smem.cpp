@@ -146,6 +146,14 @@ int64_t assign_offsets(Kernel& k, Space space) {
   return peak;
 }
 
+bool costs_nothing(Kernel& before, Kernel& after, const targets::Target& target) {
+  const int64_t one = assign_offsets(before), two = assign_offsets(after);
+  const int64_t blocks = before.grid[0] * before.grid[1] * before.grid[2];
+  auto threads = [](const Kernel& k) { return k.block[0] * k.block[1] * k.block[2]; };
+  return two <= shared_memory_limit(target) && targets::busy_blocks_per_sm(target, blocks, threads(after), two) >=
+                                                   targets::busy_blocks_per_sm(target, blocks, threads(before), one);
+}
+
 namespace {
 
 // The shared tiles live together where most shared bytes are live (tiles sharing space counted once), largest
