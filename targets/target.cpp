@@ -706,7 +706,11 @@ MatmulTiling matmul_tiling(const Target& t, const MatrixInstr& mi, int64_t batch
 }
 
 bool accumulators_fit(const Target& t, const MatmulTiling& tiling) {
-  return tiling.registers * 4 <= t.registers.max_regs_per_thread;
+  return accumulator_registers_fit(t, tiling.registers);
+}
+
+bool accumulator_registers_fit(const Target& t, int64_t registers) {
+  return registers * 4 <= t.registers.max_regs_per_thread;
 }
 
 int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t stage_bytes,

@@ -186,6 +186,9 @@ MatmulTiling matmul_tiling(const Target& t, const MatrixInstr& mi, int64_t batch
 // to operands and addresses. The one rule: the lowering keeps them there when it holds (else it accumulates in a
 // shared tile, reading and writing every padded fragment each call), the cost model prices both.
 bool accumulators_fit(const Target& t, const MatmulTiling& tiling);
+// The same rule for any f32 accumulators a thread keeps across a loop (the lowering's loop folds): `registers` of
+// them per thread.
+bool accumulator_registers_fit(const Target& t, int64_t registers);
 
 // Loads, merges (see `base`) and validates one target file. Throws morgana::UserError with file:line:column
 // of the offending key or value; when the fault lies in a base file, the location points into that file.

@@ -127,7 +127,7 @@ class Emitter {
           if (s.atom >= 0) used[static_cast<size_t>(s.atom)] = true;
     for (const Kernel& k : p_.kernels)
       for (const Tile& tile : k.tiles)
-        if (tile.space == Space::registers) used[static_cast<size_t>(tile.layout.atom)] = true;
+        if (tile.space == Space::registers && !tile.layout.fold) used[static_cast<size_t>(tile.layout.atom)] = true;
     const std::string fn = std::string(d_.host_device) + " static constexpr int ";
     for (size_t i = 0; i < used.size(); ++i) {
       if (!used[i]) continue;
@@ -262,6 +262,12 @@ class Emitter {
       MG_CHECK(s.kind == StmtKind::Load || s.kind == StmtKind::Unary || s.kind == StmtKind::Binary ||
                    !k.tiles[static_cast<size_t>(x)].swizzled,
                "emit: statement writes swizzled tile '" + k.tiles[static_cast<size_t>(x)].name + "'");
+    if (s.kind == StmtKind::Reduce && s.accumulate) {
+      // Into a fold tile (pass fold_across_loop): this thread's part of each of its elements, kept across the loop.
+      line(in + t(s.dst) + ".fold(" + t(s.a) + ", it == 0" + (s.pre.empty() ? "" : ", " + lambda(s.pre, "", {})) + ");",
+           origin);
+      return;
+    }
     if (in_registers(k, s)) return register_stmt(k, s, in);
     switch (s.kind) {
       case StmtKind::Barrier:
@@ -431,6 +437,17 @@ class Emitter {
          t.from.str());
   }
 
+  // A fold tile (pass fold_across_loop), declared after every tile's shape: its reduction's operand shape, dim,
+  // groups, fold and the block's threads decide which result elements each thread holds.
+  void loop_fold(const Kernel& k, const Stmt& s, const std::string& in) {
+    const Tile& t = k.tiles[static_cast<size_t>(s.dst)];
+    line(in + "mg::LoopFold<" + shape_ref(k, s.a) + ", S_" + t.name + ", " + std::to_string(dim4(k, s.a, s.dim)) +
+             ", " + std::to_string(s.to) + ", " + (s.by_warps ? "true" : "false") + ", " + std::to_string(k.block[0]) +
+             ", " + (s.op == ir::OpCode::reduce_max ? "mg::MaxOp" : "mg::SumOp") + "> r_" + t.name + ";  // f32" +
+             dims_text(t.shape) + " folded across the loop in registers",
+         t.from.str());
+  }
+
   void kernel(size_t index) {
     const Kernel& k = p_.kernels[index];
     const std::string origin = k.from.str();
@@ -497,7 +514,7 @@ class Emitter {
                join(pad4(tile.shape, 1)) + ">;",
            tile.from.str());
       if (tile.space == Space::registers) {
-        fragments(k, static_cast<int>(i), in);
+        if (!tile.layout.fold) fragments(k, static_cast<int>(i), in);
         continue;
       }
       line(in + storage(tile.dtype) + "* const t_" + tile.name + (tile.stages > 1 ? "_buffers" : "") +
@@ -507,6 +524,8 @@ class Emitter {
                (tile.space == Space::global ? ", spilled to global memory" : ""),
            tile.from.str());
     }
+    for (const Stmt& s : k.body)
+      if (s.kind == StmtKind::Reduce && s.accumulate) loop_fold(k, s, in);
     if (k.barriers > 0) {
       line(in + "unsigned long long* const mg_barriers = reinterpret_cast<unsigned long long*>(mg_smem + " +
                std::to_string(k.barrier_offset) + ");  // the copy engine's, one per pipeline buffer",

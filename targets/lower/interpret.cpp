@@ -240,7 +240,7 @@ class Machine {
         return;
       case StmtKind::AsyncWait:  // copies are synchronous here
         return;
-      case StmtKind::Publish:  // the k_split parts were summed as one matmul here
+      case StmtKind::Publish:  // the k_split parts were summed as one matmul here, a fold's parts as one fold
         put(s.dst, get(s.a, s), s);
         return;
       case StmtKind::Load: {
@@ -340,6 +340,10 @@ class Machine {
           for (int64_t k = 1; k < n / s.to; ++k) acc = binary(s.op, acc, at(k));
           r[static_cast<size_t>((o * s.to + j) * inner + i)] = apply_maps(s.post, acc);
         }
+    if (s.accumulate && it_ > 0) {  // a fold tile: this iteration's results folded into the running ones
+      std::vector<float> prev = get(s.dst, s);
+      for (size_t e = 0; e < r.size(); ++e) r[e] = binary(s.op, prev[e], r[e]);
+    }
     put(s.dst, r, s);
   }
 

@@ -53,11 +53,11 @@ std::vector<int> stmt_reads(const Stmt& s) {
     case StmtKind::AsyncWait: return {};
     case StmtKind::Store:
     case StmtKind::Unary:
-    case StmtKind::Reduce:
     case StmtKind::Publish: return {s.a};
     case StmtKind::Binary:
     case StmtKind::Concat: return {s.a, s.b};
     case StmtKind::Matmul: return s.accumulate ? std::vector<int>{s.a, s.b, s.dst} : std::vector<int>{s.a, s.b};
+    case StmtKind::Reduce: return s.accumulate ? std::vector<int>{s.a, s.dst} : std::vector<int>{s.a};
     case StmtKind::Accumulate:
       return s.state >= 0 ? std::vector<int>{s.a, s.b, s.dst, s.state} : std::vector<int>{s.a, s.dst};
   }
@@ -161,6 +161,9 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
     case StmtKind::Matmul:
       return t(s.dst) + (s.accumulate ? " += " : " = ") + "matmul(" + t(s.a) + ", " + t(s.b) + ")" + warp_tiling();
     case StmtKind::Reduce:
+      if (s.accumulate)
+        return t(s.dst) + " fold= " + op + "(" + a + ", dim=" + std::to_string(s.dim) + ", to=" + std::to_string(s.to) +
+               ")" + (s.by_warps ? "  # by warps" : "");
       return value(op + "(" + a + ", dim=" + std::to_string(s.dim) + ", to=" + std::to_string(s.to) + ")") +
              (s.by_warps ? "  # by warps" : "");
     case StmtKind::Concat: return t(s.dst) + " = concat(" + t(s.a) + ", " + t(s.b) + ", dim=" + std::to_string(s.dim) + ")";
@@ -203,7 +206,8 @@ std::string print(const LoweredProgram& p) {
              std::to_string(k.scratch_offset) + "\n";
     for (const Tile& t : k.tiles)
       out += "  tile " + t.name + " " + std::string(ir::dtype_name(t.dtype)) + list(t.shape) +
-             (t.space == Space::registers
+             (t.space == Space::registers && t.layout.fold ? " in registers, folds across the loop"
+              : t.space == Space::registers
                   ? " in registers of matrix instruction " + std::to_string(t.layout.atom + 1) + ", " +
                         std::to_string(t.layout.atoms_n) + " atoms per warp task" +
                         (t.layout.k_split > 1 ? ", K split " + std::to_string(t.layout.k_split) : "")

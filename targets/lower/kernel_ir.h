@@ -65,10 +65,15 @@ enum class Space : uint8_t {
 // one value per row, as a row reduction gives) is held like a column of the C fragment, every lane and value of a
 // row holding that row's value. Tiles of one layout with whole rows per task (atoms_n * n == N, k_split 1) meet
 // in elementwise statements, row reductions and accumulators without any thread exchanging data.
+//
+// With `fold`, the tile instead holds the running results of a Reduce accumulated across the for-loop (pass
+// fold_across_loop; the tile library's mg::LoopFold): each thread keeps, per result element its warp (by_warps) or
+// it folds, the part it read; a Publish combines them once, after the loop. atom, atoms_n and k_split are unused.
 struct RegisterLayout {
   int atom = -1;  // index into the target's [[matrix]] list
   int64_t atoms_n = 1;
   int64_t k_split = 1;
+  bool fold = false;
 };
 
 // A dense row-major array the block works on.
@@ -120,7 +125,8 @@ enum class StmtKind : uint8_t {
                // thread's copies are complete except those of the newest `pending` batches; a Barrier then
                // publishes them to the block
   Publish,     // dst (shared) = a (registers): each warp stores its fragments, the k_split warps that computed
-               // parts of one element adding theirs in turn (the statement synchronises inside itself)
+               // parts of one element adding theirs in turn (the statement synchronises inside itself); of a fold
+               // tile, the lanes' parts of each element combined
 };
 
 // One elementwise unary op (square, exp, mul_scalar, ...) folded into a statement's reads or writes (pass
@@ -147,7 +153,8 @@ struct Stmt {
   // Unary, Binary, Reduce (pass fuse_elementwise): maps applied in order to each element of operand `a` as it is
   // read (pre), and to each result element before it is written (post).
   std::vector<ElementMap> pre, post;
-  bool accumulate = false;            // Matmul
+  bool accumulate = false;            // Matmul; Reduce into a fold tile (RegisterLayout::fold): after the first
+                                      // iteration dst folds this iteration's result into its value
   int64_t ahead = 0;                  // Load: of iteration it + ahead, into its buffer; skipped past the last one.
                                       // In the prologue it is 0.
   bool batch = false;                 // Load: its asynchronous copies stay in flight until the next AsyncWait of

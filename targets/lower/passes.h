@@ -99,6 +99,13 @@ void keep_matmuls_in_registers(Kernel& k, const targets::Target& target);
 // thread's request, completing on a barrier per pipeline buffer (Kernel::barriers) instead of a cp.async batch.
 void use_copy_engine(Kernel& k, const LoweredProgram& p, const targets::Target& target);
 
+// Pass 6c (loop_folds.cpp): a reduction in the for-loop whose only reader is an accumulator of the same fold
+// (acc_sum of reduce_sum, acc_max of reduce_max) folds into a register tile across the iterations
+// (RegisterLayout::fold, Stmt::accumulate), each thread keeping its part of the elements it reads, and a Publish at
+// the start of the epilogue combines the parts into the accumulator: no shuffles, shared results or barriers for it
+// in the loop.
+void fold_across_loop(Kernel& k, const targets::Target& target);
+
 // Shared memory a block graph needs once lowered (passes 3 and 4), for the tiling pass's fit test.
 int64_t block_smem_bytes(const ir::Graph& body);
 

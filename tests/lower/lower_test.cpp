@@ -16,6 +16,7 @@
 
 #include "ir/printer.h"
 #include "ir/verify.h"
+#include "targets/cuda/codegen.h"
 #include "targets/lower/interpret.h"
 #include "targets/lower/lower.h"
 #include "tests/common/golden.h"
@@ -319,6 +320,13 @@ const lower::Stmt* find_stmt(const std::vector<lower::Stmt>& list, lower::StmtKi
   return nullptr;
 }
 
+// The epilogue's Publish of register tile `regs`, if any.
+const lower::Stmt* publish_of(const lower::Kernel& k, int regs) {
+  for (const lower::Stmt& s : k.epilogue)
+    if (s.kind == lower::StmtKind::Publish && s.a == regs) return &s;
+  return nullptr;
+}
+
 // The accumulator of a for-loop's matmul stays in registers across the loop and is published to shared memory once,
 // at the start of the epilogue; where the tasks leave warps idle, they split K.
 TEST(Lower, LoopMatmulAccumulatorsLiveInRegisters) {
@@ -332,10 +340,9 @@ TEST(Lower, LoopMatmulAccumulatorsLiveInRegisters) {
   EXPECT_EQ(acc.space, lower::Space::registers) << lower::print(p);
   EXPECT_EQ(mm->atoms_n, 4);  // 128 columns: 16 atoms, 4 tasks of 4 for 4 warps
   EXPECT_EQ(mm->k_split, 1);
-  ASSERT_FALSE(k.epilogue.empty());
-  EXPECT_EQ(k.epilogue.front().kind, lower::StmtKind::Publish);
-  EXPECT_EQ(k.epilogue.front().a, mm->dst);
-  EXPECT_EQ(k.tiles[static_cast<size_t>(k.epilogue.front().dst)].space, lower::Space::shared);
+  const lower::Stmt* publish = publish_of(k, mm->dst);
+  ASSERT_NE(publish, nullptr) << lower::print(p);
+  EXPECT_EQ(k.tiles[static_cast<size_t>(publish->dst)].space, lower::Space::shared);
 
   ir::Graph one = std::move(ir::parse_module(kOneTaskFold).programs[0]);
   lower::LoweredProgram q = lower::lower(one, h100, kWithMma);
@@ -358,7 +365,52 @@ TEST(Lower, LoopMatmulAccumulatorsLiveInRegisters) {
   const lower::Stmt* shared = find_stmt(r.kernels[0].body, lower::StmtKind::Matmul);
   ASSERT_NE(shared, nullptr);
   EXPECT_EQ(r.kernels[0].tiles[static_cast<size_t>(shared->dst)].space, lower::Space::shared);
-  EXPECT_EQ(find_stmt(r.kernels[0].epilogue, lower::StmtKind::Publish), nullptr);
+  EXPECT_EQ(publish_of(r.kernels[0], shared->dst), nullptr);
+}
+
+// A reduction whose only reader is an accumulator of the same fold (the fused RMSNorm's sum of squares) folds into
+// registers across the loop: no Accumulate and no shared result in the body, one Publish of the parts into the
+// accumulator at the start of the epilogue, and the same numbers.
+TEST(Lower, LoopReductionsFoldInRegisters) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Graph fused = std::move(ir::parse_file("examples/mugraphs/rmsnorm_linear_fused.mg").programs[0]);
+  lower::LoweredProgram p = lower::lower(fused, h100, kWithMma);
+  const lower::Kernel& k = p.kernels[0];
+  const lower::Stmt* reduce = find_stmt(k.body, lower::StmtKind::Reduce);
+  ASSERT_NE(reduce, nullptr) << lower::print(p);
+  EXPECT_TRUE(reduce->accumulate) << lower::print(p);
+  const lower::Tile& fold = k.tiles[static_cast<size_t>(reduce->dst)];
+  EXPECT_EQ(fold.space, lower::Space::registers);
+  EXPECT_TRUE(fold.layout.fold);
+  EXPECT_EQ(find_stmt(k.body, lower::StmtKind::Accumulate), nullptr) << lower::print(p);
+  const lower::Stmt* publish = publish_of(k, reduce->dst);
+  ASSERT_NE(publish, nullptr) << lower::print(p);
+  EXPECT_EQ(k.tiles[static_cast<size_t>(publish->dst)].space, lower::Space::shared);
+  // The pipeline's two barriers per iteration are left (the copies landed; the buffers free for reuse), none for
+  // the reduction and its accumulator.
+  int barriers = 0;
+  for (const lower::Stmt& s : k.body) barriers += s.kind == lower::StmtKind::Barrier;
+  EXPECT_EQ(barriers, 2) << lower::print(p);
+  const std::string printed = lower::print(p);
+  EXPECT_NE(printed.find("fold= reduce_sum(square("), std::string::npos) << printed;
+  EXPECT_NE(printed.find("in registers, folds across the loop"), std::string::npos) << printed;
+  std::vector<verify::FloatArray> in = verify::random_inputs(fused, 5);
+  std::vector<verify::FloatArray> want = verify::eval_float(fused, in);
+  std::vector<std::vector<double>> got = run_on_cpu(p, in);
+  ASSERT_EQ(got.size(), 1u);
+  expect_close(got[0], want[0], "Y");
+  const std::string cuda = cuda::emit_cuda(p, h100).text;
+  EXPECT_NE(cuda.find("mg::LoopFold<"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find(".fold("), std::string::npos) << cuda;
+
+  // No registers to spare: the reduction and its accumulator stay as written.
+  targets::Target few = h100;
+  few.registers.max_regs_per_thread = 2;
+  lower::LoweredProgram q = lower::lower(fused, few, kWithMma);
+  const lower::Stmt* kept = find_stmt(q.kernels[0].body, lower::StmtKind::Reduce);
+  ASSERT_NE(kept, nullptr);
+  EXPECT_FALSE(kept->accumulate);
+  EXPECT_NE(find_stmt(q.kernels[0].body, lower::StmtKind::Accumulate), nullptr) << lower::print(q);
 }
 
 // The loads of a section that are not pipelined go out as one batch: moved to its start, closed by one wait.

@@ -1326,23 +1326,26 @@ __host__ __device__ constexpr int warp_fold_run() {
 // folds elements l, l + warp, ... of the group, then a shuffle tree of the warp's size combines the lanes. Sums
 // then differ from the in-order fold by rounding only; a max is the same. `pre` maps each element of x as it is
 // read, `post` each folded result before it is written.
-template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T, class Op, class Pre, class Post>
-__device__ __forceinline__ void reduce(float* dst, const T* x, Op op, Pre pre, Post post) {
-  constexpr int n = extent<SX>(DIM), in = inner<SX>(DIM), groups = n / TO;
-  if constexpr (BY_WARPS) {
-    static_assert(groups >= kWarpSize, "lowering folds by warps only groups of a warp or more");
-    const int lane = threadIdx.x % kWarpSize, warps = blockDim.x / kWarpSize;
-    // The lanes' partial folds combined by a shuffle tree of the warp's size; lane 0 writes result element e.
-    auto finish = [&](int e, float acc) {
-#pragma unroll
-      for (int mask = kWarpSize / 2; mask > 0; mask /= 2) acc = op(acc, shfl_xor(acc, mask));
-      if (lane == 0) dst[e] = post(acc);
-    };
-    constexpr int V = warp_fold_run<T, n>();
-    if constexpr (in == 1 && TO == 1 && V > 1) {
-      // Contiguous groups (the last dim folded whole): each lane reads runs of V neighbours, one vector access per
-      // run (run l, l + warp, ... of the group; tiles start 16-byte aligned and n is a multiple of V).
-      for (int e = threadIdx.x / kWarpSize; e < SY::size; e += warps) {
+//
+// Split in two so that a fold can run over several tiles before its result is written (mg::LoopFold): part() is
+// what this thread contributes to result element e (BY_WARPS: its lane's partial fold; else the whole fold), and
+// finish() combines a warp's lanes (BY_WARPS) and writes. Result elements are dealt round robin to the block's warps
+// (BY_WARPS) or threads: this thread's are first(), first() + step(), ...
+template <class SX, class SY, int DIM, int TO, bool BY_WARPS>
+struct Fold {
+  static constexpr int n = extent<SX>(DIM), in = inner<SX>(DIM), groups = n / TO;
+  static_assert(!BY_WARPS || groups >= kWarpSize, "lowering folds by warps only groups of a warp or more");
+  __device__ __forceinline__ static int first() { return BY_WARPS ? threadIdx.x / kWarpSize : threadIdx.x; }
+  __device__ __forceinline__ static int step() { return BY_WARPS ? blockDim.x / kWarpSize : blockDim.x; }
+
+  template <class T, class Op, class Pre>
+  __device__ __forceinline__ static float part(int e, const T* x, Op op, Pre pre) {
+    if constexpr (BY_WARPS) {
+      const int lane = threadIdx.x % kWarpSize;
+      constexpr int V = warp_fold_run<T, n>();
+      if constexpr (in == 1 && TO == 1 && V > 1) {
+        // Contiguous groups (the last dim folded whole): each lane reads runs of V neighbours, one vector access per
+        // run (run l, l + warp, ... of the group; tiles start 16-byte aligned and n is a multiple of V).
         const Run<V, T>* p = reinterpret_cast<const Run<V, T>*>(x + e * n);
         Run<V, T> r = p[lane];
         float acc = pre(to_f32(r.v[0]));
@@ -1354,27 +1357,73 @@ __device__ __forceinline__ void reduce(float* dst, const T* x, Op op, Pre pre, P
 #pragma unroll
           for (int u = 0; u < V; ++u) acc = op(acc, pre(to_f32(r.v[u])));
         }
-        finish(e, acc);
-      }
-    } else {
-      for (int e = threadIdx.x / kWarpSize; e < SY::size; e += warps) {
+        return acc;
+      } else {
         const int i = e % in, j = e / in % TO, o = e / in / TO;
         const T* p = x + (o * n + j) * in + i;
         float acc = pre(to_f32(p[lane * TO * in]));
         for (int k = lane + kWarpSize; k < groups; k += kWarpSize) acc = op(acc, pre(to_f32(p[k * TO * in])));
-        finish(e, acc);
+        return acc;
       }
-    }
-  } else {
-    for (int e = threadIdx.x; e < SY::size; e += blockDim.x) {
+    } else {
       const int i = e % in, j = e / in % TO, o = e / in / TO;
       const T* p = x + (o * n + j) * in + i;
       float acc = pre(to_f32(p[0]));
       for (int k = 1; k < groups; ++k) acc = op(acc, pre(to_f32(p[k * TO * in])));
+      return acc;
+    }
+  }
+
+  // Every lane of a warp calls it for the same e (BY_WARPS): the shuffle tree needs them all.
+  template <class Op, class Post>
+  __device__ __forceinline__ static void finish(float* dst, int e, float acc, Op op, Post post) {
+    if constexpr (BY_WARPS) {
+#pragma unroll
+      for (int mask = kWarpSize / 2; mask > 0; mask /= 2) acc = op(acc, shfl_xor(acc, mask));
+      if (threadIdx.x % kWarpSize == 0) dst[e] = post(acc);
+    } else {
       dst[e] = post(acc);
     }
   }
+};
+
+template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T, class Op, class Pre, class Post>
+__device__ __forceinline__ void reduce(float* dst, const T* x, Op op, Pre pre, Post post) {
+  typedef Fold<SX, SY, DIM, TO, BY_WARPS> F;
+  for (int e = F::first(); e < SY::size; e += F::step()) F::finish(dst, e, F::part(e, x, op, pre), op, post);
 }
+
+// A reduction whose results an accumulator of the same fold (acc_sum of a reduce_sum, acc_max of a reduce_max) adds
+// up over the for-loop (lowering pass fold_across_loop, kernel IR RegisterLayout::fold): each thread keeps its
+// part of its result elements (mg::Fold) in registers across the iterations, and publish() combines the lanes and
+// writes the accumulator once, after the loop. No shared memory, no barrier, no shuffle in the loop.
+template <class SX, class SY, int DIM, int TO, bool BY_WARPS, int THREADS, class Op>
+struct LoopFold {
+  typedef Fold<SX, SY, DIM, TO, BY_WARPS> F;
+  static constexpr int owners = BY_WARPS ? THREADS / kWarpSize : THREADS;
+  static constexpr int slots = (SY::size + owners - 1) / owners;
+  float acc[slots];
+
+  template <class T, class Pre = NoMap>
+  __device__ __forceinline__ void fold(const T* x, bool first, Pre pre = {}) {
+#pragma unroll
+    for (int s = 0; s < slots; ++s) {
+      const int e = F::first() + s * owners;
+      if (e < SY::size) {
+        const float v = F::part(e, x, Op(), pre);
+        acc[s] = first ? v : Op()(acc[s], v);
+      }
+    }
+  }
+
+  __device__ __forceinline__ void publish(float* dst) const {
+#pragma unroll
+    for (int s = 0; s < slots; ++s) {
+      const int e = F::first() + s * owners;
+      if (e < SY::size) F::finish(dst, e, acc[s], Op(), NoMap());
+    }
+  }
+};
 
 template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T, class Pre = NoMap, class Post = NoMap>
 __device__ __forceinline__ void reduce_sum(float* dst, const T* x, Pre pre = {}, Post post = {}) {
