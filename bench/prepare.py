@@ -239,11 +239,16 @@ def recompile(args, out: Path, argv: List[str]) -> int:
     for entry in manifest["specs"]:
         print(f"{entry['name']}:", flush=True)
         d = out / entry["name"]
-        labels = (["best", "plain"] + [f"cand{c['rank']}" for c in entry["candidates"]] +
-                  [v["label"] for v in entry.get("variants", [])])
-        jobs = [(label, d / ("spec.mg" if label == "plain" else f"{label}.mg")) for label in labels]
-        jobs = [(label, src) for label, src in jobs if src.exists()]
         entry["bundles"], entry["errors"] = {}, []
+        new_variants = []
+        if entry["name"] in args.variant_files:  # --variants given again: they replace the earlier ones
+            entry.pop("variants", None)
+            new_variants = add_variants(args, entry["name"], d, entry)
+        labels = ["best", "plain"] + [f"cand{c['rank']}" for c in entry["candidates"]]
+        if not new_variants:
+            labels += [v["label"] for v in entry.get("variants", [])]
+        jobs = [(label, d / ("spec.mg" if label == "plain" else f"{label}.mg")) for label in labels] + new_variants
+        jobs = [(label, src) for label, src in jobs if src.exists()]
         compile_bundles(args.morgana, manifest["target"], d, jobs, entry)
         failed += bool(entry["errors"])
     path.write_text(json.dumps(manifest, indent=2) + "\n")
@@ -270,7 +275,7 @@ def main(argv=None) -> int:
                     help="hand-written μGraphs of spec NAME, compiled and timed beside its candidates (varN)")
     ap.add_argument("--recompile", action="store_true",
                     help="no search: compile the μGraphs an earlier prepare left in OUT again (after a change to "
-                         "lowering or code generation)")
+                         "lowering or code generation); --variants given with it replace a spec's earlier ones")
     args = ap.parse_args(argv)
     if not Path(args.morgana).exists() and not shutil.which(args.morgana):
         print(f"no morgana binary at {args.morgana} (build it, or pass --morgana)", file=sys.stderr)
