@@ -228,19 +228,53 @@ bool held_in_rows(const Node& nd, OpKind kind, std::span<const ir::TensorId> ops
 // tile (mg::matmul_atom). Those elements, a pass of their own on top of the operands': measured on the H100,
 // attention_decode's decode Q·K with 64 tasks per block (256 accumulator registers a thread) ran 10.4 M warp
 // instructions against 3.5 M for the same work in 512 blocks of 16 tasks (ncu).
+// The matrix instruction of a matmul on one that accumulates across the loop (its one reader an acc_sum), or null.
+const targets::MatrixInstr* loop_matmul_instr(const Graph& body, const Node& nd, OpKind kind,
+                                              std::span<const TensorType> in, const TensorType& out, const Flops& f,
+                                              const std::vector<std::vector<const Node*>>& readers, int64_t loop,
+                                              const targets::Target& t) {
+  if (kind != OpKind::Matmul || f.tensor <= 0 || loop < 2 || out.rank < 2) return nullptr;
+  const auto& users = readers[body.result(nd)];
+  if (users.size() != 1 || users[0]->op != ir::OpCode::acc_sum) return nullptr;
+  return fragment_instr(t, in[1].dtype);
+}
+
+bool loop_accumulators_fit(const targets::MatrixInstr& mi, std::span<const TensorType> in, const TensorType& out,
+                           int64_t warps, const targets::Target& t) {
+  const int64_t m = out.dim(out.rank - 2), n = out.dim(out.rank - 1), k = in[0].dim(in[0].rank - 1);
+  const int64_t batches = out.numel() / (m * n);
+  return targets::accumulators_fit(t, targets::matmul_tiling(t, mi, batches, m, n, k, warps));
+}
+
 double shared_accumulator_elements(const Graph& body, const Node& nd, OpKind kind, std::span<const TensorType> in,
                                    const TensorType& out, const Flops& f,
                                    const std::vector<std::vector<const Node*>>& readers, int64_t loop, int64_t warps,
                                    const targets::Target& t) {
-  if (kind != OpKind::Matmul || f.tensor <= 0 || loop < 2 || out.rank < 2) return 0;
-  const auto& users = readers[body.result(nd)];
-  if (users.size() != 1 || users[0]->op != ir::OpCode::acc_sum) return 0;
-  const targets::MatrixInstr* mi = fragment_instr(t, in[1].dtype);
-  if (!mi) return 0;
-  const int64_t m = out.dim(out.rank - 2), n = out.dim(out.rank - 1), k = in[0].dim(in[0].rank - 1);
+  const targets::MatrixInstr* mi = loop_matmul_instr(body, nd, kind, in, out, f, readers, loop, t);
+  if (!mi || loop_accumulators_fit(*mi, in, out, warps, t)) return 0;
+  const int64_t m = out.dim(out.rank - 2), n = out.dim(out.rank - 1);
   const int64_t batches = out.numel() / (m * n);
-  if (targets::accumulators_fit(t, targets::matmul_tiling(t, *mi, batches, m, n, k, warps))) return 0;
   return static_cast<double>(batches * pad_to(m, mi->m) * pad_to(n, mi->n));
+}
+
+// Whether the lowering keeps node nd's result in registers across the for-loop, so that neither it nor the
+// accumulator reading it needs a barrier of its own: a reduction whose one reader is an accumulator of the same
+// fold, with each thread's parts fitting the accumulators' register budget (pass fold_across_loop; a warp folds each
+// group of a warp's worth or more). A matmul accumulating in registers (pass keep_matmuls_in_registers) needs none
+// either, but keeps its levels here: barrier_ns and pass_element_ns were fitted with them counted.
+bool kept_across_loop(const Graph& body, const Node& nd, OpKind kind, std::span<const TensorType> in, const TensorType& out,
+                      const std::vector<std::vector<const Node*>>& readers, int64_t loop, int64_t warps,
+                      int64_t threads, const targets::Target& t) {
+  if (kind != OpKind::Reduce || loop < 2) return false;
+  const auto& users = readers[body.result(nd)];
+  const ir::OpCode same = nd.op == ir::OpCode::reduce_sum   ? ir::OpCode::acc_sum
+                          : nd.op == ir::OpCode::reduce_max ? ir::OpCode::acc_max
+                                                            : ir::OpCode::input;
+  if (users.size() != 1 || users[0]->op != same) return false;
+  const int64_t to = std::max<int64_t>(nd.attrs.to, 1);
+  const int64_t group = in[0].dim(static_cast<int>(nd.attrs.dim)) / to;
+  const int64_t owners = group >= t.execution.warp_size ? warps : threads;
+  return owners > 0 && targets::accumulator_registers_fit(t, (out.numel() + owners - 1) / owners);
 }
 
 }  // namespace
@@ -269,6 +303,8 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   // in_rows[t]: tensor t is computed in registers, each warp holding whole rows of it (the lowering's pass
   // keep_rows_in_registers, docs/lowering.md "Chains over rows in registers"), so no barrier precedes its readers.
   std::vector<char> in_rows(body.num_tensors(), 0);
+  // in_loop_regs[t]: tensor t stays in registers across the for-loop (kept_across_loop).
+  std::vector<char> in_loop_regs(body.num_tensors(), 0);
   const int64_t warps = k.threads / t.execution.warp_size;
   // readers[t]: the nodes that read tensor t (the lowering folds a unary into a neighbour only when it or its
   // operand has one reader: fuse_elementwise).
@@ -326,20 +362,34 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     const Flops f = op_flops(nd.op, in, out, t);
     const bool rows =
         nd.num_results == 1 && held_in_rows(nd, kind, ops, in, out[0], f, in_rows, warps, k.threads, t);
-    add_flops(w, f, blocks * static_cast<double>(epi ? 1 : p.loop), rows, t);
-    const Folding fold = rows ? Folding::none : folding(body, nd, kind, readers);
-    if (!rows && fold == Folding::none)
+    // Kept in registers across the loop (a matmul's accumulators, a reduction's folds), or the accumulator of such a
+    // result: no barrier level of its own; the reduction still reads its tile each iteration.
+    const bool across = !epi && nd.num_results == 1 &&
+                        kept_across_loop(body, nd, kind, in, out[0], readers, p.loop, warps, k.threads, t);
+    const bool across_acc = !epi && kind == OpKind::Accum && !ops.empty() && in_loop_regs[ops[0]];
+    const Folding fold = rows || across_acc ? Folding::none : folding(body, nd, kind, readers);
+    // A fold's arithmetic (with a unary folded into its reads) is a thread's own, at the registers' rate.
+    bool feeds_fold = false;
+    if (!epi && fold == Folding::into_reader) {
+      const Node& reader = *readers[body.result(nd)][0];
+      const auto rin = types_of(body, body.operands(reader));
+      const auto rout = result_types(body, reader);
+      feeds_fold = kept_across_loop(body, reader, ir::op_info(reader.op).kind, rin, rout[0], readers, p.loop,
+                                    warps, k.threads, t);
+    }
+    add_flops(w, f, blocks * static_cast<double>(epi ? 1 : p.loop), rows || across || across_acc || feeds_fold, t);
+    if (!rows && !across && !across_acc && fold == Folding::none)
       for (const auto& o : out) smem += static_cast<double>(o.numel() * ir::dtype_bytes(kComputeType));
     // A statement in registers works on its own rows: it needs no barrier level of its own; a unary folded into a
     // neighbour's pass neither. rms_norm is two passes (the sum of squares, then the scaling).
-    const int64_t level_of = rows                            ? std::max<int64_t>(d, 1)
+    const int64_t level_of = rows || across || across_acc    ? std::max<int64_t>(d, 1)
                              : fold == Folding::into_writer  ? std::max<int64_t>(d, 1)
                              : fold == Folding::into_reader  ? d
                              : kind == OpKind::Norm          ? d + 2
                                                              : d + 1;
     int64_t& level = epi ? epilogue_depth : loop_depth;
     level = std::max(level, level_of);
-    if (!rows && fold == Folding::none) {
+    if (!rows && !across_acc && fold == Folding::none) {
       double share = 0;
       for (const auto& x : in) share = std::max(share, static_cast<double>(x.numel()));
       share = std::max(share, static_cast<double>(out[0].numel())) / static_cast<double>(k.threads);
@@ -351,6 +401,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     }
     for (int i = 0; i < nd.num_results; ++i) {
       ir::TensorId ri = body.result(nd, i);
+      in_loop_regs[ri] = across;
       after[ri] = epi || kind == OpKind::Accum;
       depth[ri] = kind == OpKind::Accum ? 0 : level_of;
       in_rows[ri] = rows;
