@@ -69,10 +69,10 @@ int choose_atom(const Stmt& s, const Kernel& k, const targets::Target& t, const 
   return -1;
 }
 
-// Whether tile t is written only by statements `writer` accepts and read, at least once, only as an operand of
-// matmuls (running on a matrix instruction, with `on_instruction`).
-template <class Writer>
-bool only_matmul_operand(const Kernel& k, int t, bool on_instruction, Writer writer) {
+// Whether tile t is written only by statements `writer` accepts and read, at least once, as an operand of matmuls
+// (running on a matrix instruction, with `on_instruction`), and otherwise only by statements `also_reads` accepts.
+template <class Writer, class Reader>
+bool only_matmul_operand(const Kernel& k, int t, bool on_instruction, Writer writer, Reader also_reads) {
   bool read = false;
   for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
     for (const Stmt& s : *list) {
@@ -80,8 +80,10 @@ bool only_matmul_operand(const Kernel& k, int t, bool on_instruction, Writer wri
         if (w == t && !writer(s)) return false;
       for (int r : stmt_reads(s)) {
         if (r != t) continue;
-        if (s.kind != StmtKind::Matmul || r == s.dst || (on_instruction && s.atom < 0)) return false;
-        read = true;
+        if (s.kind == StmtKind::Matmul && r != s.dst && (!on_instruction || s.atom >= 0))
+          read = true;
+        else if (!also_reads(s))
+          return false;
       }
     }
   return read;
@@ -89,9 +91,18 @@ bool only_matmul_operand(const Kernel& k, int t, bool on_instruction, Writer wri
 
 bool elementwise(const Stmt& s) { return s.kind == StmtKind::Unary || s.kind == StmtKind::Binary; }
 
+// A reduction of whole rows (the last dim, to one group): its result does not depend on where in its row each
+// element is stored, so it reads a swizzled tile as it is (the swizzle permutes 16-byte chunks within each row).
+// The fused RMSNorm's sum of squares reads the tile its matmul takes as A.
+bool whole_row_reduce(const Kernel& k, const Stmt& s) {
+  return s.kind == StmtKind::Reduce && s.to == 1 &&
+         s.dim == static_cast<int>(k.tiles[static_cast<size_t>(s.a)].shape.size()) - 1;
+}
+
 // Whether tile t can be swizzled: 16-bit in shared memory, rows of an even number of 16-byte chunks (an odd number
 // puts 8 consecutive rows in 8 distinct bank groups already),
-// written only by 16-byte loads and elementwise ops and read only as a matrix instruction's operand (ldmatrix);
+// written only by 16-byte loads and elementwise ops and read as a matrix instruction's operand (ldmatrix) and
+// otherwise only by reductions of whole rows;
 // rows per batch a multiple of the swizzle's period of 8 when the tile has batches (each batch is addressed from
 // its own start).
 bool swizzlable(const Kernel& k, int t) {
@@ -102,9 +113,9 @@ bool swizzlable(const Kernel& k, int t) {
   int64_t batches = 1;
   for (size_t d = 0; d + 2 < tile.shape.size(); ++d) batches *= tile.shape[d];
   if (batches > 1 && tile.shape[tile.shape.size() - 2] % 8 != 0) return false;
-  return only_matmul_operand(k, t, true, [](const Stmt& s) {
-    return (s.kind == StmtKind::Load && s.vector_bytes == 16) || elementwise(s);
-  });
+  return only_matmul_operand(
+      k, t, true, [](const Stmt& s) { return (s.kind == StmtKind::Load && s.vector_bytes == 16) || elementwise(s); },
+      [&](const Stmt& s) { return whole_row_reduce(k, s); });
 }
 
 // The 16-bit type a matmul's f32 operands would be rounded to: its other operand's, or else the one 16-bit type the
@@ -129,7 +140,7 @@ ir::DType operand_type16(const Stmt& s, const Kernel& k) {
 bool only_feeds_matmuls(const Kernel& k, int t) {
   const Tile& tile = k.tiles[static_cast<size_t>(t)];
   if (tile.dtype != ir::DType::f32 || tile.space != Space::shared || tile.stages != 1) return false;
-  return only_matmul_operand(k, t, false, elementwise);
+  return only_matmul_operand(k, t, false, elementwise, [](const Stmt&) { return false; });
 }
 
 // A matmul with f32 operands computed for it (Q·Kᵀ of normalized Q and K; P·V) gets them stored in the 16-bit type

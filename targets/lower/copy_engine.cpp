@@ -54,11 +54,13 @@ std::optional<std::pair<TensorMapUse, int64_t>> engine_load(const Stmt& s, const
   if (t.swizzled) {
     // The engine's swizzles are mg::Swizzled's for rows of 32, 64 and 128 bytes. Other rows go unswizzled by the
     // engine where that costs little: the 8 rows an ldmatrix matrix reads, C chunks apart, then share bank groups
-    // gcd(C, 8)-fold, and 2-fold (rows of 96, 160 or 224 bytes) cost less than the engine saves (rmsnorm_linear's
-    // 96-byte rows on the H100: 26.1 -> 23.8 us; 256-byte rows, 8-fold, made attention_decode 4.4 us slower).
+    // gcd(C, 8)-fold (no more than the tile has rows), and 2-fold (rows of 96, 160 or 224 bytes; tiles of two rows,
+    // the A of a decode or batch-1 product) cost less than the engine saves (rmsnorm_linear's 96-byte rows on the
+    // H100: 26.1 -> 23.8 us; 256-byte rows, 8-fold, made attention_decode 4.4 us slower).
+    const int64_t rows = rank >= 2 ? t.shape[rank - 2] : 1;
     if (row_bytes == 32 || row_bytes == 64 || row_bytes == 128)
       swizzle = row_bytes;
-    else if (std::gcd(row_bytes / 16, int64_t{8}) != 2)
+    else if (std::min(std::gcd(row_bytes / 16, int64_t{8}), rows) > 2)
       return std::nullopt;
   }
   // Rows per box: the whole tile when it fits a box, else a stack of boxes of one matrix's rows.

@@ -254,9 +254,12 @@ class Emitter {
     auto t = [&](int i) { return tile_ref(k, i); };
     auto S = [&](int i) { return shape_ref(k, i); };
     std::string mask;
-    // A swizzled tile's layout is known only to loads, elementwise ops and the matrix instructions' operand loads.
+    // A swizzled tile's layout is known only to loads, elementwise ops and the matrix instructions' operand loads;
+    // a reduction of whole rows does not see it (the swizzle stays within each row).
+    const bool whole_rows = s.kind == StmtKind::Reduce && s.to == 1 &&
+                            s.dim == static_cast<int>(k.tiles[static_cast<size_t>(s.a)].shape.size()) - 1;
     for (int x : stmt_reads(s))
-      MG_CHECK(s.kind == StmtKind::Matmul || !k.tiles[static_cast<size_t>(x)].swizzled,
+      MG_CHECK(s.kind == StmtKind::Matmul || whole_rows || !k.tiles[static_cast<size_t>(x)].swizzled,
                "emit: statement reads swizzled tile '" + k.tiles[static_cast<size_t>(x)].name + "'");
     for (int x : stmt_writes(s))
       MG_CHECK(s.kind == StmtKind::Load || s.kind == StmtKind::Unary || s.kind == StmtKind::Binary ||

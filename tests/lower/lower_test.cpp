@@ -403,6 +403,28 @@ TEST(Lower, LoopReductionsFoldInRegisters) {
   EXPECT_NE(cuda.find("mg::LoopFold<"), std::string::npos) << cuda;
   EXPECT_NE(cuda.find(".fold("), std::string::npos) << cuda;
 
+  // X's two rows: an ldmatrix matrix reads at most two distinct rows, so the copy engine takes the tile unswizzled.
+  const lower::Tile& x = k.tiles[static_cast<size_t>(reduce->a)];
+  EXPECT_FALSE(x.swizzled) << printed;
+  EXPECT_NE(printed.find("tensor map 0 of X box [2,256]"), std::string::npos) << printed;
+
+  // Sixteen rows: the tile the matmul takes as A is swizzled against bank conflicts, and the sum of squares reads
+  // it as it is (whole rows: the swizzle permutes chunks within a row).
+  const std::string sixteen = std::regex_replace(
+      std::regex_replace(read_file("examples/mugraphs/rmsnorm_linear_fused.mg"), std::regex("f16\\[2,4096\\]"),
+                         "f16[16,4096]"),
+      std::regex("rmsnorm_linear_fused"), "rmsnorm_linear_fused16");
+  ir::Graph fused16 = std::move(ir::parse_module(sixteen).programs[0]);
+  lower::LoweredProgram p16 = lower::lower(fused16, h100, kWithMma);
+  const lower::Stmt* reduce16 = find_stmt(p16.kernels[0].body, lower::StmtKind::Reduce);
+  ASSERT_NE(reduce16, nullptr);
+  EXPECT_TRUE(p16.kernels[0].tiles[static_cast<size_t>(reduce16->a)].swizzled) << lower::print(p16);
+  std::vector<verify::FloatArray> in16 = verify::random_inputs(fused16, 6);
+  std::vector<std::vector<double>> got16 = run_on_cpu(p16, in16);
+  ASSERT_EQ(got16.size(), 1u);
+  expect_close(got16[0], verify::eval_float(fused16, in16)[0], "Y");
+  EXPECT_NE(cuda::emit_cuda(p16, h100).text.find("mg::Swizzled<1, 1, 16, 256>"), std::string::npos);
+
   // No registers to spare: the reduction and its accumulator stay as written.
   targets::Target few = h100;
   few.registers.max_regs_per_thread = 2;

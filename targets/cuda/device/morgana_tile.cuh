@@ -1335,6 +1335,8 @@ template <class SX, class SY, int DIM, int TO, bool BY_WARPS>
 struct Fold {
   static constexpr int n = extent<SX>(DIM), in = inner<SX>(DIM), groups = n / TO;
   static_assert(!BY_WARPS || groups >= kWarpSize, "lowering folds by warps only groups of a warp or more");
+  // A swizzled tile's chunks are permuted within each row: only a fold of whole rows may ignore it.
+  static_assert(!SX::swizzled || (in == 1 && TO == 1), "lowering reduces a swizzled tile only in whole rows");
   __device__ __forceinline__ static int first() { return BY_WARPS ? threadIdx.x / kWarpSize : threadIdx.x; }
   __device__ __forceinline__ static int step() { return BY_WARPS ? blockDim.x / kWarpSize : blockDim.x; }
 
