@@ -258,13 +258,21 @@ double shared_accumulator_elements(const Graph& body, const Node& nd, OpKind kin
 }
 
 // Whether the lowering keeps node nd's result in registers across the for-loop, so that neither it nor the
-// accumulator reading it needs a barrier of its own: a reduction whose one reader is an accumulator of the same
-// fold, with each thread's parts fitting the accumulators' register budget (pass fold_across_loop; a warp folds each
-// group of a warp's worth or more). A matmul accumulating in registers (pass keep_matmuls_in_registers) needs none
-// either, but keeps its levels here: barrier_ns and pass_element_ns were fitted with them counted.
+// accumulator reading it needs a barrier of its own: a matmul whose accumulators fit (pass keep_matmuls_in_
+// registers), or a reduction whose one reader is an accumulator of the same fold, with each thread's parts fitting
+// the same register budget (pass fold_across_loop; a warp folds each group of a warp's worth or more).
 bool kept_across_loop(const Graph& body, const Node& nd, OpKind kind, std::span<const TensorType> in, const TensorType& out,
-                      const std::vector<std::vector<const Node*>>& readers, int64_t loop, int64_t warps,
+                      const Flops& f, const std::vector<std::vector<const Node*>>& readers, int64_t loop, int64_t warps,
                       int64_t threads, const targets::Target& t) {
+  static const bool mmreg = getenv("MG_MMREG") != nullptr;
+  if (mmreg && kind == OpKind::Matmul) {
+    const targets::MatrixInstr* mi = loop_matmul_instr(body, nd, kind, in, out, f, readers, loop, t);
+    return mi && loop_accumulators_fit(*mi, in, out, warps, t);
+  }
+  if (kind == OpKind::Matmul) {
+    const targets::MatrixInstr* mi = loop_matmul_instr(body, nd, kind, in, out, f, readers, loop, t);
+    return mi && loop_accumulators_fit(*mi, in, out, warps, t);
+  }
   if (kind != OpKind::Reduce || loop < 2) return false;
   const auto& users = readers[body.result(nd)];
   const ir::OpCode same = nd.op == ir::OpCode::reduce_sum   ? ir::OpCode::acc_sum
@@ -365,7 +373,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     // Kept in registers across the loop (a matmul's accumulators, a reduction's folds), or the accumulator of such a
     // result: no barrier level of its own; the reduction still reads its tile each iteration.
     const bool across = !epi && nd.num_results == 1 &&
-                        kept_across_loop(body, nd, kind, in, out[0], readers, p.loop, warps, k.threads, t);
+                        kept_across_loop(body, nd, kind, in, out[0], f, readers, p.loop, warps, k.threads, t);
     const bool across_acc = !epi && kind == OpKind::Accum && !ops.empty() && in_loop_regs[ops[0]];
     const Folding fold = rows || across_acc ? Folding::none : folding(body, nd, kind, readers);
     // A fold's arithmetic (with a unary folded into its reads) is a thread's own, at the registers' rate.
@@ -374,8 +382,8 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
       const Node& reader = *readers[body.result(nd)][0];
       const auto rin = types_of(body, body.operands(reader));
       const auto rout = result_types(body, reader);
-      feeds_fold = kept_across_loop(body, reader, ir::op_info(reader.op).kind, rin, rout[0], readers, p.loop,
-                                    warps, k.threads, t);
+      feeds_fold = kept_across_loop(body, reader, ir::op_info(reader.op).kind, rin, rout[0],
+                                    op_flops(reader.op, rin, rout, t), readers, p.loop, warps, k.threads, t);
     }
     add_flops(w, f, blocks * static_cast<double>(epi ? 1 : p.loop), rows || across || across_acc || feeds_fold, t);
     if (!rows && !across && !across_acc && fold == Folding::none)
@@ -393,6 +401,11 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
       double share = 0;
       for (const auto& x : in) share = std::max(share, static_cast<double>(x.numel()));
       share = std::max(share, static_cast<double>(out[0].numel())) / static_cast<double>(k.threads);
+      // A matmul on a matrix instruction reads its operands a fragment row per lane access, not element by element.
+      if (kind == OpKind::Matmul && f.tensor > 0)
+        share /= static_cast<double>(targets::kFragmentLoadBytes / ir::dtype_bytes(in[1].dtype));
+      static const double mmpass = getenv("MG_MMPASS") ? atof(getenv("MG_MMPASS")) : 1;
+      if (kind == OpKind::Matmul && f.tensor > 0) share /= mmpass;
       share += shared_accumulator_elements(body, nd, kind, in, out[0], f, readers, p.loop, warps, t) /
                static_cast<double>(k.threads);
       auto& passes = epi ? epilogue_pass : loop_pass;

@@ -163,6 +163,10 @@ int64_t block_threads(const Target& t, const ir::Graph& body);
 // Bytes one asynchronous global->shared copy moves (cp.async.cg; PTX ISA): a loop's loads are pipelined only when
 // they move whole copies, so the cost model and the lowering agree on which loops wait for their loads.
 constexpr int64_t kAsyncCopyBytes = 16;
+// Bytes a lane reads per operand-fragment load of a matrix instruction (ldmatrix: one 16-byte row of an 8x8 matrix
+// per lane; the tile library loads A and B that way): a matmul on one reads its operand tiles a whole fragment row
+// at a time, where an elementwise pass reads element by element.
+constexpr int64_t kFragmentLoadBytes = 16;
 
 // Buffers a for-loop's asynchronous loads get (software pipelining, docs/lowering.md): the most, up to 4 and up to
 // the loop's iterations, for which the block's shared memory (`smem_bytes` with one buffer, plus `stage_bytes` per
