@@ -513,8 +513,9 @@ class Emitter {
     for (size_t i = 0; i < k.tiles.size(); ++i) {
       const Tile& tile = k.tiles[i];
       const char* base = tile.space == Space::global ? "mg_scratch" : "mg_smem";
-      line(in + "using S_" + tile.name + " = mg::" + (tile.swizzled ? "Swizzled" : "Shape") + "<" +
-               join(pad4(tile.shape, 1)) + ">;",
+      line(in + "using S_" + tile.name + " = mg::" +
+               (tile.column_block ? "Blocked" : tile.swizzled ? "Swizzled" : "Shape") + "<" + join(pad4(tile.shape, 1)) +
+               (tile.column_block ? ", " + std::to_string(tile.column_block) : "") + ">;",
            tile.from.str());
       if (tile.space == Space::registers) {
         if (!tile.layout.fold) fragments(k, static_cast<int>(i), in);
