@@ -11,9 +11,9 @@
 // parameter of the program (the runtime builds its tensor map from the caller's pointer), its last dim contiguous
 // and its other strides multiples of 16 bytes; the tile is a box of it with rows of a multiple of 16 bytes and at
 // most 256 elements, each dim at most 256 long except that a tall tile of one matrix goes as a stack of boxes; a
-// swizzled tile has rows of 32, 64 or 128 bytes (the engine's swizzles are mg::Swizzled there), or goes in column
-// blocks of such rows (mg::Blocked), or loses its swizzle where that costs 2-way bank conflicts (below), and each
-// buffer starts on a multiple of eight rows' bytes; elements read outside the tensor are 0 (the engine's fill).
+// swizzled tile has rows of 32, 64 or 128 bytes (the engine's swizzles are mg::Swizzled there) or loses its swizzle
+// where that costs 2-way bank conflicts (below), and each buffer starts on a multiple of eight rows' bytes; elements
+// read outside the tensor are 0 (the engine's fill).
 #include <algorithm>
 #include <climits>
 #include <numeric>
@@ -30,28 +30,8 @@ constexpr int64_t kMaxBox = 256;          // elements per box dim (cuTensorMapEn
 constexpr int64_t kMaxBoxesPerTile = 16;  // more boxes per tile cost more requests than the engine saves
 constexpr int64_t kUnswizzledAlign = 128;  // bytes: the engine's shared-memory alignment without a swizzle
 
-// How the engine moves a load: its view of the tensor, rows per box, and the tile's column blocks (0: none).
-struct EngineLoad {
-  TensorMapUse use;
-  int64_t box_rows = 0;
-  int64_t column_block = 0;
-};
-
-// Whether only the engine's load and matrix instructions' operand loads touch tile t (whose elements they place by
-// mg::stored_at): the condition for storing it in column blocks.
-bool placed_by_stored_at(const Kernel& k, int t) {
-  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
-    for (const Stmt& s : *list) {
-      const std::vector<int> r = stmt_reads(s), w = stmt_writes(s);
-      const bool touches = std::count(r.begin(), r.end(), t) || std::count(w.begin(), w.end(), t);
-      if (touches && s.kind != StmtKind::Load && !(s.kind == StmtKind::Matmul && s.atom >= 0 && s.dst != t))
-        return false;
-    }
-  return true;
-}
-
 // The copy engine's view of statement s's load, or nothing when the engine cannot write the tile as it is read.
-std::optional<EngineLoad> engine_load(const Stmt& s, const Kernel& k, const LoweredProgram& p) {
+std::optional<std::pair<TensorMapUse, int64_t>> engine_load(const Stmt& s, const Kernel& k, const LoweredProgram& p) {
   if (s.kind != StmtKind::Load || !s.async || !s.batch || s.tensor < 0) return std::nullopt;
   const Tile& t = k.tiles[static_cast<size_t>(s.dst)];
   const GlobalTensor& g = p.tensors[static_cast<size_t>(s.tensor)];
@@ -70,50 +50,35 @@ std::optional<EngineLoad> engine_load(const Stmt& s, const Kernel& k, const Lowe
   if (s.mask != 0 && s.pad != 0) return std::nullopt;  // the engine fills with zeros only
   const int64_t row_bytes = t.shape.back() * es;
   if (row_bytes % 16 != 0 || t.shape.back() > kMaxBox) return std::nullopt;
-  int64_t swizzle = 0, column_block = 0;
-  const int64_t rows = rank >= 2 ? t.shape[rank - 2] : 1;
-  bool one_matrix = true;
-  for (size_t d = 0; d + 2 < rank; ++d) one_matrix = one_matrix && t.shape[d] == 1;
+  int64_t swizzle = 0;
   if (t.swizzled) {
-    // The engine's swizzles are mg::Swizzled's for rows of 32, 64 and 128 bytes. Other rows of a multiple of 32
-    // bytes go in column blocks of the widest of those (mg::Blocked: 96-byte rows as three 32-byte blocks, 256-byte
-    // rows as two 128-byte ones), when the tile is one matrix of whole 8-row swizzle periods that only the engine
-    // and ldmatrix touch. Else rows go unswizzled by the engine where that costs little: the 8 rows an ldmatrix
-    // matrix reads, C chunks apart, then share bank groups gcd(C, 8)-fold (no more than the tile has rows), and
-    // 2-fold (rows of 96, 160 or 224 bytes; tiles of two rows, the A of a decode or batch-1 product) cost less than
-    // the engine saves (rmsnorm_linear's 96-byte rows on the H100: 26.1 -> 23.8 us; 256-byte rows, 8-fold, made
-    // attention_decode 4.4 us slower).
-    if (row_bytes == 32 || row_bytes == 64 || row_bytes == 128) {
+    // The engine's swizzles are mg::Swizzled's for rows of 32, 64 and 128 bytes. Other rows go unswizzled by the
+    // engine where that costs little: the 8 rows an ldmatrix matrix reads, C chunks apart, then share bank groups
+    // gcd(C, 8)-fold (no more than the tile has rows), and 2-fold (rows of 96, 160 or 224 bytes; tiles of two rows,
+    // the A of a decode or batch-1 product) cost less than the engine saves (rmsnorm_linear's 96-byte rows on the
+    // H100: 26.1 -> 23.8 us; 256-byte rows, 8-fold, made attention_decode 4.4 us slower).
+    const int64_t rows = rank >= 2 ? t.shape[rank - 2] : 1;
+    if (row_bytes == 32 || row_bytes == 64 || row_bytes == 128)
       swizzle = row_bytes;
-    } else if (row_bytes % 32 == 0 && one_matrix && rows % 8 == 0 && placed_by_stored_at(k, s.dst)) {
-      for (int64_t width : {int64_t{128}, int64_t{64}, int64_t{32}})
-        if (row_bytes % width == 0) {
-          swizzle = width;
-          break;
-        }
-      column_block = swizzle / es;
-    } else if (std::min(std::gcd(row_bytes / 16, int64_t{8}), rows) > 2) {
+    else if (std::min(std::gcd(row_bytes / 16, int64_t{8}), rows) > 2)
       return std::nullopt;
-    }
   }
-  // Rows per box: the whole tile when it fits a box, else a stack of boxes of one matrix's rows; a box of each
-  // column block.
-  EngineLoad load{{g.param, t.shape, swizzle}, rows, column_block};
-  if (column_block) load.use.box.back() = column_block;
-  if (load.box_rows > kMaxBox) {
-    if (!one_matrix) return std::nullopt;
-    load.box_rows = std::gcd(load.box_rows, kMaxBox);
-    load.use.box[rank - 2] = load.box_rows;
+  // Rows per box: the whole tile when it fits a box, else a stack of boxes of one matrix's rows.
+  TensorMapUse use{g.param, t.shape, swizzle};
+  int64_t box_rows = rank >= 2 ? t.shape[rank - 2] : 1;
+  if (box_rows > kMaxBox) {
+    for (size_t d = 0; d + 2 < rank; ++d)
+      if (t.shape[d] != 1) return std::nullopt;
+    box_rows = std::gcd(box_rows, kMaxBox);
+    if (t.shape[rank - 2] / box_rows > kMaxBoxesPerTile) return std::nullopt;
+    use.box[rank - 2] = box_rows;
   }
-  const int64_t boxes = rows / load.box_rows * (column_block ? t.shape.back() / column_block : 1);
-  if (boxes > kMaxBoxesPerTile) return std::nullopt;
-  for (int64_t b : load.use.box)
+  for (int64_t b : use.box)
     if (b > kMaxBox) return std::nullopt;
   // Every box starts on the engine's alignment, and a swizzled one on its pattern's period (8 rows).
   const int64_t period = swizzle ? 8 * swizzle : kUnswizzledAlign;
-  const int64_t box_bytes = load.box_rows * (column_block ? swizzle : row_bytes);
-  if (t.stage_bytes() % period != 0 || box_bytes % period != 0) return std::nullopt;
-  return load;
+  if (t.stage_bytes() % period != 0 || box_rows * row_bytes % period != 0) return std::nullopt;
+  return std::make_pair(use, box_rows);
 }
 
 }  // namespace
@@ -123,16 +88,15 @@ void use_copy_engine(Kernel& before, const LoweredProgram& p, const targets::Tar
   Kernel k = before;
   int64_t stages = 0, per_iteration = 0;
   for (Stmt& s : k.body) {
-    auto load = engine_load(s, k, p);
-    if (!load) continue;
-    auto same = std::find(k.tensor_maps.begin(), k.tensor_maps.end(), load->use);
+    auto use = engine_load(s, k, p);
+    if (!use) continue;
+    auto same = std::find(k.tensor_maps.begin(), k.tensor_maps.end(), use->first);
     s.tensor_map = static_cast<int>(same - k.tensor_maps.begin());
-    if (same == k.tensor_maps.end()) k.tensor_maps.push_back(load->use);
-    s.box_rows = load->box_rows;
+    if (same == k.tensor_maps.end()) k.tensor_maps.push_back(use->first);
+    s.box_rows = use->second;
     Tile& t = k.tiles[static_cast<size_t>(s.dst)];
     t.copy_engine = true;
-    t.swizzled = load->use.swizzle_bytes != 0;
-    t.column_block = load->column_block;
+    t.swizzled = use->first.swizzle_bytes != 0;
     stages = std::max(stages, t.stages);
     ++per_iteration;
     // The prologue's loads of the same tile (earlier iterations) go the same way.

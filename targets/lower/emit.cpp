@@ -513,9 +513,8 @@ class Emitter {
     for (size_t i = 0; i < k.tiles.size(); ++i) {
       const Tile& tile = k.tiles[i];
       const char* base = tile.space == Space::global ? "mg_scratch" : "mg_smem";
-      line(in + "using S_" + tile.name + " = mg::" +
-               (tile.column_block ? "Blocked" : tile.swizzled ? "Swizzled" : "Shape") + "<" + join(pad4(tile.shape, 1)) +
-               (tile.column_block ? ", " + std::to_string(tile.column_block) : "") + ">;",
+      line(in + "using S_" + tile.name + " = mg::" + (tile.swizzled ? "Swizzled" : "Shape") + "<" +
+               join(pad4(tile.shape, 1)) + ">;",
            tile.from.str());
       if (tile.space == Space::registers) {
         if (!tile.layout.fold) fragments(k, static_cast<int>(i), in);

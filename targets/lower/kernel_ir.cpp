@@ -212,8 +212,7 @@ std::string print(const LoweredProgram& p) {
                         std::to_string(t.layout.atoms_n) + " atoms per warp task" +
                         (t.layout.k_split > 1 ? ", K split " + std::to_string(t.layout.k_split) : "")
                   : (t.space == Space::global ? " scratch @" : " @") + std::to_string(t.offset)) +
-             (t.stages > 1 ? " stages " + std::to_string(t.stages) : "") + (t.swizzled ? " swizzled" : "") +
-             (t.column_block ? " in column blocks of " + std::to_string(t.column_block) : "") + "\n";
+             (t.stages > 1 ? " stages " + std::to_string(t.stages) : "") + (t.swizzled ? " swizzled" : "") + "\n";
     const std::pair<const char*, const std::vector<Stmt>*> sections[] = {
         {"prologue", &k.prologue}, {"body", &k.body}, {"epilogue", &k.epilogue}};
     for (const auto& [name, stmts] : sections) {

@@ -94,11 +94,6 @@ struct Tile {
   // Written by the copy engine (Stmt::tensor_map): each buffer starts at a multiple of kCopyEngineAlign, so that the
   // engine's address-based swizzle lands the chunks where mg::Swizzled reads them.
   bool copy_engine = false;
-  // Written by the copy engine in column blocks of this many elements (0: none; pass use_copy_engine): columns
-  // [j*n, (j+1)*n) of every row form block j, a swizzled tile of rows of n elements (32, 64 or 128 bytes, the
-  // engine's swizzle modes), stored one block after another (the tile library's mg::Blocked). A swizzled tile of
-  // other rows then goes by the engine without bank conflicts. Only the engine's load and ldmatrix touch it.
-  int64_t column_block = 0;
   Origin from;
 
   int64_t numel() const;

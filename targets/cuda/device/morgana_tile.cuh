@@ -123,7 +123,6 @@ struct Shape {
   static constexpr int d0 = D0, d1 = D1, d2 = D2, d3 = D3;
   static constexpr int size = D0 * D1 * D2 * D3;
   static constexpr bool swizzled = false;
-  static constexpr int block_cols = 0;  // mg::Blocked
 };
 
 // A 16-bit tile in shared memory whose rows' 16-byte chunks are permuted (lowering's Tile::swizzled: written only by
@@ -137,18 +136,6 @@ struct Swizzled : Shape<D0, D1, D2, D3> {
   static constexpr bool swizzled = true;
 };
 
-// A swizzled tile the copy engine writes in column blocks (lowering's Tile::column_block): columns [j*BC, (j+1)*BC)
-// of every row form block j, a Swizzled tile of all the rows and BC columns (rows of 32, 64 or 128 bytes: the
-// engine's swizzle modes), the blocks one after another. Rows of any multiple of BC columns then go by the engine
-// with no bank conflicts (96-byte rows unswizzled were 2-way, 256-byte rows 8-way). A row is no longer contiguous:
-// only statements that place elements by stored_at (the engine's load, ldmatrix) touch such a tile.
-template <int D0, int D1, int D2, int D3, int BC>
-struct Blocked : Shape<D0, D1, D2, D3> {
-  static constexpr bool swizzled = true;
-  static constexpr int block_cols = BC;
-  static_assert(D3 % BC == 0 && D0 == 1 && D1 == 1, "lowering blocks whole rows of one matrix");
-};
-
 // Where the element at (row, col) of a tile of shape S is stored, the tile seen as rows of S::d3 (row counting
 // across the leading dims): the form the hot loops use, whose swizzle term depends on the row alone (hoisted where
 // the row is loop-invariant).
@@ -156,10 +143,6 @@ template <class S>
 __device__ __forceinline__ int stored_at(int row, int col) {
   if constexpr (!S::swizzled) {
     return row * S::d3 + col;
-  } else if constexpr (S::block_cols > 0) {
-    constexpr int bc = S::block_cols, rows = S::d0 * S::d1 * S::d2;
-    const unsigned c = static_cast<unsigned>(col);
-    return static_cast<int>(c / bc) * (rows * bc) + stored_at<Swizzled<1, 1, rows, bc>>(row, static_cast<int>(c % bc));
   } else {
     constexpr int per = 8, chunks = S::d3 / per, span = chunks % 8 == 0 ? 8 : chunks % 4 == 0 ? 4 : 2, group = 8 / span;
     static_assert(S::d3 % per == 0 && chunks % 2 == 0, "lowering swizzles rows of an even number of 16-byte chunks");
@@ -377,7 +360,6 @@ __device__ __forceinline__ void load_rows(T* dst, const T* __restrict__ src, i64
 // vectors); COPY (mg::Copy): how the vectors move.
 template <class S, class G, int MASK, int VEC, int COPY, class T>
 __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, i64 o1, i64 o2, i64 o3, float pad) {
-  static_assert(S::block_cols == 0, "lowering blocks columns only of tiles the copy engine writes");
   if constexpr (VEC > static_cast<int>(sizeof(T))) {
     static_assert(G::s3 == 1 && S::d3 % (VEC / sizeof(T)) == 0, "vector loads need a contiguous, whole last dim");
     static_assert(COPY == copy_sync || VEC == 16, "cp.async.cg moves 16 bytes");
@@ -514,16 +496,12 @@ __device__ __forceinline__ void load_tma(T* dst, const TensorMap& map, unsigned 
                    static_cast<unsigned>(__cvta_generic_to_shared(bar))),
                "r"(static_cast<unsigned>(S::size * sizeof(T)))
                : "memory");
-  // Column blocks (mg::Blocked): a box of BC columns per block, each block after the last.
-  constexpr int bc = S::block_cols > 0 ? S::block_cols : S::d3;
 #pragma unroll 1
-  for (int j = 0; j < S::d3 / bc; ++j)
-#pragma unroll 1
-    for (int r = 0; r < S::d2; r += BOX) {
-      const int c[4] = {static_cast<int>(c0) + j * bc, static_cast<int>(c1 + (RANK >= 2 ? r : 0)),
-                        static_cast<int>(c2), static_cast<int>(c3)};
-      tensor_box<RANK>(dst + j * (S::size / S::d3 * bc) + r * bc, map, bar, c);
-    }
+  for (int r = 0; r < S::d2; r += BOX) {
+    const int c[4] = {static_cast<int>(c0), static_cast<int>(c1 + (RANK >= 2 ? r : 0)), static_cast<int>(c2),
+                      static_cast<int>(c3)};
+    tensor_box<RANK>(dst + r * S::d3, map, bar, c);
+  }
 #endif
 }
 
@@ -1358,8 +1336,7 @@ struct Fold {
   static constexpr int n = extent<SX>(DIM), in = inner<SX>(DIM), groups = n / TO;
   static_assert(!BY_WARPS || groups >= kWarpSize, "lowering folds by warps only groups of a warp or more");
   // A swizzled tile's chunks are permuted within each row: only a fold of whole rows may ignore it.
-  static_assert(!SX::swizzled || (in == 1 && TO == 1 && SX::block_cols == 0),
-                "lowering reduces a swizzled tile only in whole rows, contiguous ones");
+  static_assert(!SX::swizzled || (in == 1 && TO == 1), "lowering reduces a swizzled tile only in whole rows");
   __device__ __forceinline__ static int first() { return BY_WARPS ? threadIdx.x / kWarpSize : threadIdx.x; }
   __device__ __forceinline__ static int step() { return BY_WARPS ? blockDim.x / kWarpSize : blockDim.x; }
 
