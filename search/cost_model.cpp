@@ -65,12 +65,11 @@ WaveTime wave_time(const detail::Work& w, int64_t nb, const targets::Target& t) 
                           busiest * k.smem_fill_bytes / fill_rate});
   // A resident warp moves tiles through its loop (copies, waits, barriers, the math between them) at about
   // warp_stream_gbps, so a wave of few warps cannot draw the device's bandwidth however little it computes
-  // (docs/cost-model.md, "Warps that stream"). It is requested in whole L2 lines: rows that are not whole lines
-  // (96-byte rows touch one and a half on average) cost the lines they touch.
+  // (docs/cost-model.md, "Warps that stream").
   if (t.cost.warp_stream_gbps > 0) {
     const double warps = static_cast<double>(nb) * static_cast<double>(ceil_div(k.threads, t.execution.warp_size));
-    const double requested = std::max(dram + k.l2_reread_bytes, k.line_bytes + k.dram_write_bytes);
-    wt.memory_s = std::max(wt.memory_s, share * requested / (warps * t.cost.warp_stream_gbps * 1e9));
+    wt.memory_s =
+        std::max(wt.memory_s, share * (dram + k.l2_reread_bytes) / (warps * t.cost.warp_stream_gbps * 1e9));
   }
   // Per block, device-wide seconds times sms = seconds on one SM's share of the units.
   const double per_block_s = (w.tensor_s + w.vector_s) / blocks * sms;
