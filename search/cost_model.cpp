@@ -45,6 +45,7 @@ int64_t blocks_per_sm(KernelCost& k, const targets::Target& t) {
 struct WaveTime {
   double memory_s = 0;
   double compute_s = 0;
+  double stream_s = 0;  // the wave's warps streaming its tiles at warp_stream_gbps: a floor on the whole wave
 };
 
 // One wave of `nb` blocks. Bandwidth shared by the device (DRAM, L2) is spent by all of the wave's blocks; an
@@ -65,11 +66,13 @@ WaveTime wave_time(const detail::Work& w, int64_t nb, const targets::Target& t) 
                           busiest * k.smem_fill_bytes / fill_rate});
   // A resident warp moves tiles through its loop (copies, waits, barriers, the math between them) at about
   // warp_stream_gbps, so a wave of few warps cannot draw the device's bandwidth however little it computes
-  // (docs/cost-model.md, "Warps that stream").
+  // (docs/cost-model.md, "Warps that stream"). It is requested in whole L2 lines: rows that are not whole lines
+  // (96-byte rows touch one and a half on average) cost the lines they touch. The rate is measured on whole loops,
+  // their math and waits included, so it bounds the wave's time from below rather than adding to it.
   if (t.cost.warp_stream_gbps > 0) {
     const double warps = static_cast<double>(nb) * static_cast<double>(ceil_div(k.threads, t.execution.warp_size));
-    wt.memory_s =
-        std::max(wt.memory_s, share * (dram + k.l2_reread_bytes) / (warps * t.cost.warp_stream_gbps * 1e9));
+    const double requested = std::max(dram + k.l2_reread_bytes, k.line_bytes + k.dram_write_bytes);
+    wt.stream_s = share * requested / (warps * t.cost.warp_stream_gbps * 1e9);
   }
   // Per block, device-wide seconds times sms = seconds on one SM's share of the units.
   const double per_block_s = (w.tensor_s + w.vector_s) / blocks * sms;
@@ -105,11 +108,12 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
   const double chain_s = (static_cast<double>(k.barriers_per_block) * t.cost.barrier_ns +
                           k.pass_elements_per_block * t.cost.pass_element_ns) *
                          1e-9;
-  double throughput_s = 0, memory_s = 0, compute_s = 0;
+  double throughput_s = 0, memory_s = 0, compute_s = 0, stream_s = 0;
   auto add = [&](int64_t nb, double count) {
     WaveTime wt = wave_time(w, nb, t);
     memory_s += count * wt.memory_s;
     compute_s += count * wt.compute_s;
+    stream_s += count * wt.stream_s;
     const double busy = wt.compute_s + (k.stages > 1 ? chain_s : 0);
     // Memory and compute overlap, but not perfectly: a fraction of the shorter one shows (overlap_miss). Without a
     // pipeline, a block's loads overlap only other blocks' math: with b blocks resident per SM, at least 1/b of the
@@ -117,15 +121,17 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
     // four waves, 61.7 us, against 56.2 pipelined at four blocks per SM, which the model had reversed).
     const double miss = k.stages > 1 ? t.cost.overlap_miss
                                      : std::max(t.cost.overlap_miss, 1.0 / static_cast<double>(k.blocks_per_sm));
-    throughput_s += count * (std::max(wt.memory_s, busy) + miss * std::min(wt.memory_s, busy));
     // A pipelined loop's last iteration computes after its copies land: one iteration's math shows (rmsnorm_linear
     // on the H100: 32 iterations of 128 rows 20.8 us, 4 of 1024 rows 23.6).
-    if (k.stages > 1) throughput_s += count * busy / static_cast<double>(k.loop);
+    const double drain = k.stages > 1 ? busy / static_cast<double>(k.loop) : 0;
+    const double overlapped = std::max(wt.memory_s, busy) + miss * std::min(wt.memory_s, busy) + drain;
+    throughput_s += count * std::max(overlapped, wt.stream_s);
   };
   if (full > 0) add(per_wave, static_cast<double>(full));
   if (rest > 0) add(rest, 1);
   k.memory_us = memory_s * 1e6;
   k.compute_us = compute_s * 1e6;
+  k.stream_us = stream_s * 1e6;
   k.barrier_us = static_cast<double>(k.waves) * chain_s * 1e6;
   // Loads are latency too: a block of an unpipelined loop waits for each iteration's, of a pipelined one for the
   // first only. Counted for one block's chain: blocks of later waves overlap earlier ones' waits (docs/cost-model.md,
@@ -173,6 +179,7 @@ std::string Cost::str() const {
                                 : "   time %.3f us = max per wave of (memory %.3f, compute %.3f) + barriers %.3f + load latency %.3f";
     s += fmt(time_line, k.time_us, k.memory_us, k.compute_us, k.barrier_us, k.latency_us) +
          fmt(" + launch %.3f\n", k.launch_us) +
+         (k.stream_us > 0 ? fmt("   warps' stream floor %.3f us (per wave, at least)\n", k.stream_us) : "") +
          (k.stages > 1 ? "   loads pipelined, " + std::to_string(k.stages) + " buffers\n" : "");
   }
   return s;

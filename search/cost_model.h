@@ -33,6 +33,7 @@ struct KernelCost {
   double dram_read_bytes = 0;
   double dram_write_bytes = 0;
   double l2_reread_bytes = 0;  // re-reads of replicated tiles served by L2 instead of DRAM
+  double line_bytes = 0;       // bytes of the whole L2 lines the loaded rows touch (target l2_line_bytes)
   double smem_fill_bytes = 0;  // bytes loaded into shared memory per block (all its iterations)
   double tensor_flops = 0;     // executed on matrix instructions, padded to their shapes
   double vector_flops = 0;
@@ -43,6 +44,8 @@ struct KernelCost {
   // Time, microseconds. time_us = waves' throughput time + barrier and load latency + launch.
   double memory_us = 0;   // DRAM, L2 and shared-memory fill: the slowest, summed over waves
   double compute_us = 0;  // tensor + vector on the busiest SM, summed over waves
+  double stream_us = 0;   // the warps' stream limit (warp_stream_gbps, whole L2 lines), summed over waves: each
+                          // wave's throughput time is at least its share
   double barrier_us = 0;
   double latency_us = 0;  // waiting for loads: each iteration of an unpipelined loop, the prologue of a pipelined one
   double launch_us = 0;

@@ -3,6 +3,7 @@
 #include "search/kernel_work.h"
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -53,6 +54,22 @@ double moved_bytes(const TensorType& tile, const TensorType& whole, const target
   const double k = std::ceil(run / sector);
   const double efficiency = 1 - (1 - t.cost.dram_short_run_efficiency) / (k * k);
   return static_cast<double>(tile.numel() / width) * k * sector / efficiency;
+}
+
+// The bytes of whole lines of `line` bytes that a tile's rows touch: a row of R bytes at a multiple of R from a
+// line-aligned start touches, on average over its offsets, more lines than R / line when R is not a multiple of
+// the line (96-byte rows: one and a half lines each). Whole rows of the tensor are one contiguous run.
+double line_bytes_of(const TensorType& tile, const TensorType& whole, double line) {
+  const int64_t width = tile.dim(tile.rank - 1);
+  const double bytes = bytes_of(tile);
+  if (line <= 0) return bytes;
+  if (width >= whole.dim(whole.rank - 1)) return std::ceil(bytes / line) * line;
+  const auto run = static_cast<int64_t>(width * ir::dtype_bytes(tile.dtype));
+  const auto l = static_cast<int64_t>(line);
+  const int64_t period = l / std::gcd(run, l);  // offsets repeat every `period` rows
+  int64_t lines = 0;
+  for (int64_t o = 0; o < period; ++o) lines += ((o * run) % l + run + l - 1) / l;
+  return static_cast<double>(tile.numel() / width) * static_cast<double>(lines) / static_cast<double>(period) * line;
 }
 
 int64_t padded_n(const targets::MatrixInstr& mi, int64_t n) {
@@ -359,6 +376,8 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
             std::min(total, bytes_of(whole) * static_cast<double>(std::min(replicas, t.memory.l2_domains)));
       k.dram_read_bytes += dram;
       k.l2_reread_bytes += total - dram;
+      k.line_bytes +=
+          std::max(total, line_bytes_of(tile, whole, static_cast<double>(t.memory.l2_line_bytes)) * loads * blocks);
       k.smem_fill_bytes += per_block;
       smem += bytes_of(tile);
       if (nd.attrs.fmap != kPhi) {

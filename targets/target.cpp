@@ -109,6 +109,7 @@ const KeySpec<Target> kMemoryKeys[] = {
     MG_KEY(memory, dram_bandwidth_gbps, required, positive, NoChoices()),
     MG_KEY(memory, dram_bytes, required, positive, NoChoices()),
     MG_KEY(memory, dram_sector_bytes, required, positive, NoChoices()),
+    MG_KEY(memory, l2_line_bytes, optional, non_negative, NoChoices()),
 };
 const KeySpec<Target> kRegisterKeys[] = {
     MG_KEY(registers, regs_per_sm, required, positive, NoChoices()),

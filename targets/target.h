@@ -49,6 +49,7 @@ struct Memory {
   double dram_bandwidth_gbps = 0;       // vendor peak, GB/s (1e9 bytes)
   int64_t dram_bytes = 0;
   int64_t dram_sector_bytes = 0;        // the unit DRAM traffic moves in: a partial one costs a whole one
+  int64_t l2_line_bytes = 0;            // the unit loads are requested in (an L2 cache line); 0: not modelled
 };
 
 struct Registers {
