@@ -121,9 +121,10 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
     // four waves, 61.7 us, against 56.2 pipelined at four blocks per SM, which the model had reversed).
     const double miss = k.stages > 1 ? t.cost.overlap_miss
                                      : std::max(t.cost.overlap_miss, 1.0 / static_cast<double>(k.blocks_per_sm));
-    // A pipelined loop's last iteration computes after its copies land: one iteration's math shows (rmsnorm_linear
-    // on the H100: 32 iterations of 128 rows 20.8 us, 4 of 1024 rows 23.6).
-    const double drain = k.stages > 1 ? busy / static_cast<double>(k.loop) : 0;
+    // A pipelined loop's first stage lands before any math starts, and its last iteration computes after its
+    // copies land: one stage's memory time and one iteration's math show (rmsnorm_linear on the H100: 32 iterations
+    // of 128 rows 20.9 us, 16 of 256 rows 22.6, 4 of 1024 rows 23.6; gated_mlp at 8, 16, 32: 28.3, 28.2, 27.5).
+    const double drain = k.stages > 1 ? (busy + wt.memory_s) / static_cast<double>(k.loop) : 0;
     const double overlapped = std::max(wt.memory_s, busy) + miss * std::min(wt.memory_s, busy) + drain;
     throughput_s += count * std::max(overlapped, wt.stream_s);
   };

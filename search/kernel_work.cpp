@@ -329,6 +329,17 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   k.threads = targets::block_threads(t, body);
   const double blocks = static_cast<double>(k.blocks);
   const double l2_share = static_cast<double>(t.memory.l2_bytes) / static_cast<double>(t.memory.l2_domains);
+  // The tensors the block op's tiles replicate over grid dims share the L2 while their re-reads come: a re-read is
+  // served by L2 only when all of them fit together (gated_mlp's W1 and W2, 32 MiB each, do not fit a 50 MiB L2
+  // together, though each alone would).
+  double replicated_bytes = 0;
+  for (const Node& nd : body.nodes()) {
+    if (ir::op_info(nd.op).kind != OpKind::Iter) continue;
+    bool replicated = false;
+    for (int gd = 0; gd < ir::kGridDims; ++gd)
+      replicated = replicated || (nd.attrs.map[static_cast<size_t>(gd)] == kPhi && p.grid[static_cast<size_t>(gd)] > 1);
+    if (replicated) replicated_bytes += bytes_of(body.operand_types()[nd.attrs.index]);
+  }
 
   // after[t]: tensor t is produced after the for-loop (it depends on an accumulator), so it is computed once
   // per block; everything else runs every iteration. depth[t]: the barrier level t is written at (docs:
@@ -371,7 +382,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
       // A tile replicated over grid dims is read by every block along them. If its tensor fits in (one domain
       // of) L2, only the first pass per L2 domain comes from DRAM; otherwise every re-read does.
       double dram = total;
-      if (replicas > 1 && bytes_of(whole) <= l2_share)
+      if (replicas > 1 && replicated_bytes <= l2_share)
         dram =
             std::min(total, bytes_of(whole) * static_cast<double>(std::min(replicas, t.memory.l2_domains)));
       k.dram_read_bytes += dram;
