@@ -3,10 +3,10 @@
 #include "search/kernel_work.h"
 
 #include <algorithm>
-#include <numeric>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <string>
 
 namespace morgana::search::detail {
@@ -239,12 +239,14 @@ bool held_in_rows(const Node& nd, OpKind kind, std::span<const ir::TensorId> ops
   }
 }
 
-// A matmul on a matrix instruction that accumulates across the loop (its one reader an acc_sum) keeps its
-// accumulators in registers when they fit (targets::accumulators_fit, the lowering's rule: pass keep_matmuls_in_
-// registers); else every iteration reads and writes its C fragments, padded to the instruction's shape, in a shared
-// tile (mg::matmul_atom). Those elements, a pass of their own on top of the operands': measured on the H100,
-// attention_decode's decode Q·K with 64 tasks per block (256 accumulator registers a thread) ran 10.4 M warp
-// instructions against 3.5 M for the same work in 512 blocks of 16 tasks (ncu).
+// How the block's warps share a matmul of operands `in` and result `out` on matrix instruction mi
+// (targets::matmul_tiling, the lowering's rule).
+targets::MatmulTiling tiling_of(const targets::MatrixInstr& mi, std::span<const TensorType> in, const TensorType& out,
+                                int64_t warps, const targets::Target& t) {
+  const int64_t m = out.dim(out.rank - 2), n = out.dim(out.rank - 1), k = in[0].dim(in[0].rank - 1);
+  return targets::matmul_tiling(t, mi, out.numel() / (m * n), m, n, k, warps);
+}
+
 // The matrix instruction of a matmul on one that accumulates across the loop (its one reader an acc_sum), or null.
 const targets::MatrixInstr* loop_matmul_instr(const Graph& body, const Node& nd, OpKind kind,
                                               std::span<const TensorType> in, const TensorType& out, const Flops& f,
@@ -256,19 +258,18 @@ const targets::MatrixInstr* loop_matmul_instr(const Graph& body, const Node& nd,
   return fragment_instr(t, in[1].dtype);
 }
 
-bool loop_accumulators_fit(const targets::MatrixInstr& mi, std::span<const TensorType> in, const TensorType& out,
-                           int64_t warps, const targets::Target& t) {
-  const int64_t m = out.dim(out.rank - 2), n = out.dim(out.rank - 1), k = in[0].dim(in[0].rank - 1);
-  const int64_t batches = out.numel() / (m * n);
-  return targets::accumulators_fit(t, targets::matmul_tiling(t, mi, batches, m, n, k, warps));
-}
-
+// A matmul on a matrix instruction that accumulates across the loop (its one reader an acc_sum) keeps its
+// accumulators in registers when they fit (targets::accumulators_fit, the lowering's rule: pass keep_matmuls_in_
+// registers); else every iteration reads and writes its C fragments, padded to the instruction's shape, in a shared
+// tile (mg::matmul_atom). Those elements, a pass of their own on top of the operands': measured on the H100,
+// attention_decode's decode Q·K with 64 tasks per block (256 accumulator registers a thread) ran 10.4 M warp
+// instructions against 3.5 M for the same work in 512 blocks of 16 tasks (ncu).
 double shared_accumulator_elements(const Graph& body, const Node& nd, OpKind kind, std::span<const TensorType> in,
                                    const TensorType& out, const Flops& f,
                                    const std::vector<std::vector<const Node*>>& readers, int64_t loop, int64_t warps,
                                    const targets::Target& t) {
   const targets::MatrixInstr* mi = loop_matmul_instr(body, nd, kind, in, out, f, readers, loop, t);
-  if (!mi || loop_accumulators_fit(*mi, in, out, warps, t)) return 0;
+  if (!mi || targets::accumulators_fit(t, tiling_of(*mi, in, out, warps, t))) return 0;
   const int64_t m = out.dim(out.rank - 2), n = out.dim(out.rank - 1);
   const int64_t batches = out.numel() / (m * n);
   return static_cast<double>(batches * pad_to(m, mi->m) * pad_to(n, mi->n));
@@ -283,8 +284,7 @@ int64_t split_k_turns(OpKind kind, std::span<const TensorType> in, const TensorT
   if (kind != OpKind::Matmul || f.tensor <= 0 || out.rank < 2) return 0;
   const targets::MatrixInstr* mi = fragment_instr(t, in[1].dtype);
   if (!mi) return 0;
-  const int64_t m = out.dim(out.rank - 2), n = out.dim(out.rank - 1), k = in[0].dim(in[0].rank - 1);
-  const targets::MatmulTiling tiling = targets::matmul_tiling(t, *mi, out.numel() / (m * n), m, n, k, warps);
+  const targets::MatmulTiling tiling = tiling_of(*mi, in, out, warps, t);
   return targets::accumulators_fit(t, tiling) ? tiling.k_split - 1 : 0;
 }
 
@@ -295,14 +295,9 @@ int64_t split_k_turns(OpKind kind, std::span<const TensorType> in, const TensorT
 bool kept_across_loop(const Graph& body, const Node& nd, OpKind kind, std::span<const TensorType> in, const TensorType& out,
                       const Flops& f, const std::vector<std::vector<const Node*>>& readers, int64_t loop, int64_t warps,
                       int64_t threads, const targets::Target& t) {
-  static const bool mmreg = getenv("MG_MMREG") != nullptr;
-  if (mmreg && kind == OpKind::Matmul) {
-    const targets::MatrixInstr* mi = loop_matmul_instr(body, nd, kind, in, out, f, readers, loop, t);
-    return mi && loop_accumulators_fit(*mi, in, out, warps, t);
-  }
   if (kind == OpKind::Matmul) {
     const targets::MatrixInstr* mi = loop_matmul_instr(body, nd, kind, in, out, f, readers, loop, t);
-    return mi && loop_accumulators_fit(*mi, in, out, warps, t);
+    return mi && targets::accumulators_fit(t, tiling_of(*mi, in, out, warps, t));
   }
   if (kind != OpKind::Reduce || loop < 2) return false;
   const auto& users = readers[body.result(nd)];
@@ -379,8 +374,9 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
       int64_t replicas = 1;
       for (int gd = 0; gd < ir::kGridDims; ++gd)
         if (nd.attrs.map[static_cast<size_t>(gd)] == kPhi) replicas *= p.grid[static_cast<size_t>(gd)];
-      // A tile replicated over grid dims is read by every block along them. If its tensor fits in (one domain
-      // of) L2, only the first pass per L2 domain comes from DRAM; otherwise every re-read does.
+      // A tile replicated over grid dims is read by every block along them. If the block op's replicated tensors
+      // fit in (one domain of) L2 together, only the first pass per L2 domain comes from DRAM; otherwise every
+      // re-read does.
       double dram = total;
       if (replicas > 1 && replicated_bytes <= l2_share)
         dram =
@@ -448,8 +444,6 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
       // A matmul on a matrix instruction reads its operands a fragment row per lane access, not element by element.
       if (kind == OpKind::Matmul && f.tensor > 0)
         share /= static_cast<double>(targets::kFragmentLoadBytes / ir::dtype_bytes(in[1].dtype));
-      static const double mmpass = getenv("MG_MMPASS") ? atof(getenv("MG_MMPASS")) : 1;
-      if (kind == OpKind::Matmul && f.tensor > 0) share /= mmpass;
       share += shared_accumulator_elements(body, nd, kind, in, out[0], f, readers, p.loop, warps, t) /
                static_cast<double>(k.threads);
       auto& passes = epi ? epilogue_pass : loop_pass;

@@ -256,10 +256,8 @@ class Emitter {
     std::string mask;
     // A swizzled tile's layout is known only to loads, elementwise ops and the matrix instructions' operand loads;
     // a reduction of whole rows does not see it (the swizzle stays within each row).
-    const bool whole_rows = s.kind == StmtKind::Reduce && s.to == 1 &&
-                            s.dim == static_cast<int>(k.tiles[static_cast<size_t>(s.a)].shape.size()) - 1;
     for (int x : stmt_reads(s))
-      MG_CHECK(s.kind == StmtKind::Matmul || whole_rows || !k.tiles[static_cast<size_t>(x)].swizzled,
+      MG_CHECK(s.kind == StmtKind::Matmul || reduces_whole_rows(k, s) || !k.tiles[static_cast<size_t>(x)].swizzled,
                "emit: statement reads swizzled tile '" + k.tiles[static_cast<size_t>(x)].name + "'");
     for (int x : stmt_writes(s))
       MG_CHECK(s.kind == StmtKind::Load || s.kind == StmtKind::Unary || s.kind == StmtKind::Binary ||

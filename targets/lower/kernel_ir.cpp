@@ -74,6 +74,11 @@ std::vector<int> stmt_writes(const Stmt& s) {
   }
 }
 
+bool reduces_whole_rows(const Kernel& k, const Stmt& s) {
+  return s.kind == StmtKind::Reduce && s.to == 1 &&
+         s.dim == static_cast<int>(k.tiles[static_cast<size_t>(s.a)].shape.size()) - 1;
+}
+
 float apply_maps(const std::vector<ElementMap>& maps, float x) {
   for (const ElementMap& m : maps) x = static_cast<float>(ir::op_info(m.op).unary(x, m.scalar));
   return x;

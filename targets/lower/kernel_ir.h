@@ -224,6 +224,11 @@ std::string_view stmt_name(StmtKind k);
 std::vector<int> stmt_reads(const Stmt& s);
 std::vector<int> stmt_writes(const Stmt& s);
 
+// Whether s is a reduction of whole rows (the last dim of its operand, to one group): its result does not depend on
+// where in its row each element is stored, so it may read a swizzled tile as it is (mg::Swizzled permutes 16-byte
+// chunks within each row).
+bool reduces_whole_rows(const Kernel& k, const Stmt& s);
+
 // x after the maps, in order, computed in f32 as the tile library does.
 float apply_maps(const std::vector<ElementMap>& maps, float x);
 // Tiles no statement touches are removed, and the statements' tile indices renumbered.

@@ -114,4 +114,15 @@ inline void expect_close(const std::vector<double>& got, const verify::FloatArra
   }
 }
 
+// Runs one-output program `p`, lowered from `g`, on the CPU executor with the random inputs of `seed`, and compares
+// its output with the float reference of `g`.
+inline void expect_matches_reference(const ir::Graph& g, const lower::LoweredProgram& p, uint64_t seed,
+                                     const std::string& what) {
+  std::vector<verify::FloatArray> in = verify::random_inputs(g, seed);
+  std::vector<verify::FloatArray> want = verify::eval_float(g, in);
+  std::vector<std::vector<double>> got = run_on_cpu(p, in);
+  ASSERT_EQ(got.size(), 1u) << what;
+  expect_close(got[0], want[0], what);
+}
+
 }  // namespace morgana::testing

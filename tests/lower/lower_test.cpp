@@ -352,11 +352,7 @@ TEST(Lower, LoopMatmulAccumulatorsLiveInRegisters) {
   const std::string ir = lower::print(q);
   EXPECT_NE(ir.find("K split over 4 warps"), std::string::npos) << ir;
   EXPECT_NE(ir.find("in registers"), std::string::npos) << ir;
-  std::vector<verify::FloatArray> in = verify::random_inputs(one, 3);
-  std::vector<verify::FloatArray> want = verify::eval_float(one, in);
-  std::vector<std::vector<double>> got = run_on_cpu(q, in);
-  ASSERT_EQ(got.size(), 1u);
-  expect_close(got[0], want[0], "Y");
+  expect_matches_reference(one, q, 3, "Y");
 
   // Too many accumulators for a quarter of the registers: the matmul keeps its shared tile.
   targets::Target few = h100;
@@ -394,11 +390,7 @@ TEST(Lower, LoopReductionsFoldInRegisters) {
   const std::string printed = lower::print(p);
   EXPECT_NE(printed.find("fold= reduce_sum(square("), std::string::npos) << printed;
   EXPECT_NE(printed.find("in registers, folds across the loop"), std::string::npos) << printed;
-  std::vector<verify::FloatArray> in = verify::random_inputs(fused, 5);
-  std::vector<verify::FloatArray> want = verify::eval_float(fused, in);
-  std::vector<std::vector<double>> got = run_on_cpu(p, in);
-  ASSERT_EQ(got.size(), 1u);
-  expect_close(got[0], want[0], "Y");
+  expect_matches_reference(fused, p, 5, "Y");
   const std::string cuda = cuda::emit_cuda(p, h100).text;
   EXPECT_NE(cuda.find("mg::LoopFold<"), std::string::npos) << cuda;
   EXPECT_NE(cuda.find(".fold("), std::string::npos) << cuda;
@@ -419,10 +411,7 @@ TEST(Lower, LoopReductionsFoldInRegisters) {
   const lower::Stmt* reduce16 = find_stmt(p16.kernels[0].body, lower::StmtKind::Reduce);
   ASSERT_NE(reduce16, nullptr);
   EXPECT_TRUE(p16.kernels[0].tiles[static_cast<size_t>(reduce16->a)].swizzled) << lower::print(p16);
-  std::vector<verify::FloatArray> in16 = verify::random_inputs(fused16, 6);
-  std::vector<std::vector<double>> got16 = run_on_cpu(p16, in16);
-  ASSERT_EQ(got16.size(), 1u);
-  expect_close(got16[0], verify::eval_float(fused16, in16)[0], "Y");
+  expect_matches_reference(fused16, p16, 6, "Y");
   EXPECT_NE(cuda::emit_cuda(p16, h100).text.find("mg::Swizzled<1, 1, 16, 256>"), std::string::npos);
 
   // No registers to spare: the reduction and its accumulator stay as written.
@@ -490,11 +479,7 @@ kernel chain(X: f16[64,256]) {
                    s.kind == lower::StmtKind::Reduce;
   EXPECT_EQ(computing, 3) << ir;
   for (const lower::Tile& t : p.kernels[0].tiles) EXPECT_TRUE(t.name != "s" && t.name != "r" && t.name != "y") << ir;
-  std::vector<verify::FloatArray> in = verify::random_inputs(g, 5);
-  std::vector<verify::FloatArray> want = verify::eval_float(g, in);
-  std::vector<std::vector<double>> got = run_on_cpu(p, in);
-  ASSERT_EQ(got.size(), 1u);
-  expect_close(got[0], want[0], "T");
+  expect_matches_reference(g, p, 5, "T");
 }
 
 }  // namespace
