@@ -348,10 +348,16 @@ class Emitter {
         line(in + t(s.a) + ".publish(" + t(s.dst) + ");", origin);
         return;
       case StmtKind::Reduce:
-        line(in + "mg::" + std::string(ir::op_name(s.op)) + "<" + S(s.a) + ", " + S(s.dst) + ", " +
-                 std::to_string(dim4(k, s.a, s.dim)) + ", " + std::to_string(s.to) + ", " +
-                 (s.by_warps ? "true" : "false") + ">(" + t(s.dst) + ", " + t(s.a) + reduce_maps(s) + ");",
-             origin);
+        if (s.team > 1)
+          line(in + "mg::team_" + std::string(ir::op_name(s.op)) + "<" + S(s.a) + ", " + S(s.dst) + ", " +
+                   std::to_string(dim4(k, s.a, s.dim)) + ", " + std::to_string(s.to) + ", " + std::to_string(s.team) +
+                   ">(" + t(s.dst) + ", " + t(s.parts) + ", " + t(s.a) + reduce_maps(s) + ");",
+               origin);
+        else
+          line(in + "mg::" + std::string(ir::op_name(s.op)) + "<" + S(s.a) + ", " + S(s.dst) + ", " +
+                   std::to_string(dim4(k, s.a, s.dim)) + ", " + std::to_string(s.to) + ", " +
+                   (s.by_warps ? "true" : "false") + ">(" + t(s.dst) + ", " + t(s.a) + reduce_maps(s) + ");",
+               origin);
         return;
       case StmtKind::Concat:
         line(in + "mg::concat<" + S(s.dst) + ", " + S(s.a) + ", " + S(s.b) + ", " +

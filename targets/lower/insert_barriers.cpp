@@ -4,7 +4,9 @@
 // tiles, so space reuse is covered too. A statement's own reads and writes never conflict: a tile library takes
 // each element's inputs and writes it in the same thread (elementwise ops in place), or synchronises inside the
 // statement. A loop body that runs more than once ends with a barrier, so that the next iteration's loads cannot
-// overwrite tiles the last one still reads.
+// overwrite tiles the last one still reads. Accesses by which each thread touches only the elements it computes
+// (kernel_ir's PrivateAccess: a chain of elementwise statements over one shape) conflict with no equal access.
+#include <optional>
 #include <utility>
 
 #include "targets/lower/passes.h"
@@ -14,12 +16,16 @@ namespace morgana::lower {
 namespace {
 
 // [begin, end) bytes; global scratch tiles are placed after every shared byte, so the two spaces never overlap.
-using Range = std::pair<int64_t, int64_t>;
+// `by` says which thread touches which of them, where each touches only its own elements.
+struct Range {
+  int64_t first = 0, second = 0;
+  std::optional<PrivateAccess> by;
+};
 constexpr int64_t kGlobalBase = int64_t{1} << 48;
 
 bool hits(const std::vector<Range>& set, const Range& r) {
   for (const Range& s : set)
-    if (s.first < r.second && r.first < s.second) return true;
+    if (s.first < r.second && r.first < s.second && !(s.by && r.by && *s.by == *r.by)) return true;
   return false;
 }
 
@@ -35,7 +41,7 @@ class Barriers {
         out.push_back(std::move(s));
         continue;
       }
-      std::vector<Range> reads = ranges(stmt_reads(s)), writes = ranges(stmt_writes(s));
+      std::vector<Range> reads = ranges(s, stmt_reads(s)), writes = ranges(s, stmt_writes(s));
       bool hazard = false;
       for (const Range& r : reads) hazard = hazard || hits(written_, r);
       for (const Range& w : writes) hazard = hazard || hits(written_, w) || hits(read_, w);
@@ -63,13 +69,13 @@ class Barriers {
   }
 
  private:
-  std::vector<Range> ranges(const std::vector<int>& tiles) const {
+  std::vector<Range> ranges(const Stmt& s, const std::vector<int>& tiles) const {
     std::vector<Range> r;
     for (int t : tiles) {
       const Tile& tile = k_.tiles[static_cast<size_t>(t)];
       if (tile.space == Space::registers) continue;  // private to each thread
       int64_t base = tile.space == Space::global ? kGlobalBase : 0;
-      r.emplace_back(base + tile.offset, base + tile.offset + tile.bytes());
+      r.push_back({base + tile.offset, base + tile.offset + tile.bytes(), private_access(k_, s, t)});
     }
     return r;
   }

@@ -1,5 +1,6 @@
 #include "targets/lower/interpret.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -56,9 +57,12 @@ struct Cells {
   std::vector<double> v;
 };
 
-// Per shared-memory cell: the statement instance that last wrote or read it, and in which barrier epoch.
+// Per shared-memory cell: the statement instance that last wrote or read it, and in which barrier epoch; and how
+// (a key of the accesses by which each thread touches only its own elements, kernel_ir's PrivateAccess; 0 for any
+// other access, or for readers of different keys): accesses of one nonzero key never race.
 struct CellState {
   int64_t write_inst = -1, write_epoch = -1, read_inst = -1, read_epoch = -1;
+  int write_key = 0, read_key = 0;
 };
 
 class Machine {
@@ -117,6 +121,7 @@ class Machine {
 
   void kernel(const Kernel& k) {
     k_ = &k;
+    keys_.clear();
     for (b_[2] = 0; b_[2] < k.grid[2]; ++b_[2])
       for (b_[1] = 0; b_[1] < k.grid[1]; ++b_[1])
         for (b_[0] = 0; b_[0] < k.grid[0]; ++b_[0]) {
@@ -167,8 +172,19 @@ class Machine {
     return {};
   }
 
+  // The key of statement s's access to `tile` (CellState).
+  int access_key(const Stmt& s, int tile) {
+    const std::optional<PrivateAccess> a = private_access(*k_, s, tile);
+    if (!a) return 0;
+    const auto at = std::find(keys_.begin(), keys_.end(), *a);
+    if (at != keys_.end()) return static_cast<int>(at - keys_.begin()) + 1;
+    keys_.push_back(*a);
+    return static_cast<int>(keys_.size());
+  }
+
   std::vector<float> get(int tile, const Stmt& s) {
     const Tile& t = k_->tiles[static_cast<size_t>(tile)];
+    const int key = access_key(s, tile);
     const int64_t es = ir::dtype_bytes(t.dtype), n = t.numel();
     const Place at = place(t);
     if (t.offset + t.bytes() > at.limit) fail(s, "tile '" + t.name + "' lies outside the block's tile memory");
@@ -178,9 +194,11 @@ class Machine {
       for (int64_t c = at.state_base + e * es / 2; at.checked && c < at.state_base + (e + 1) * es / 2; ++c) {
         CellState& st = state_[static_cast<size_t>(c)];
         if (st.write_epoch < 0) fail(s, "reads tile '" + t.name + "' element " + std::to_string(e) + ", which nothing wrote");
-        if (st.write_epoch == epoch_ && st.write_inst != inst_)
+        if (st.write_epoch == epoch_ && st.write_inst != inst_ && !(key && st.write_key == key))
           fail(s, "reads tile '" + t.name + "', written since the last barrier by another statement (missing barrier)");
-        st.read_inst = st.read_epoch == epoch_ && st.read_inst != inst_ ? -2 : inst_;
+        const bool others = st.read_epoch == epoch_ && st.read_inst != inst_;
+        st.read_key = others && st.read_key != key ? 0 : key;
+        st.read_inst = others ? -2 : inst_;
         st.read_epoch = epoch_;
       }
       double x = read(*at.cells, byte, t.dtype);
@@ -193,6 +211,7 @@ class Machine {
 
   void put(int tile, const std::vector<float>& v, const Stmt& s) {
     const Tile& t = k_->tiles[static_cast<size_t>(tile)];
+    const int key = access_key(s, tile);
     const int64_t es = ir::dtype_bytes(t.dtype);
     MG_CHECK(static_cast<int64_t>(v.size()) == t.numel(), "execute: tile size mismatch");
     const Place at = place(t);
@@ -202,12 +221,13 @@ class Machine {
       int64_t byte = at.base + ei * es;
       for (int64_t c = at.state_base + ei * es / 2; at.checked && c < at.state_base + (ei + 1) * es / 2; ++c) {
         CellState& st = state_[static_cast<size_t>(c)];
-        if (st.write_epoch == epoch_ && st.write_inst != inst_)
+        if (st.write_epoch == epoch_ && st.write_inst != inst_ && !(key && st.write_key == key))
           fail(s, "writes tile '" + t.name + "', written since the last barrier by another statement (missing barrier)");
-        if (st.read_epoch == epoch_ && st.read_inst != inst_)
+        if (st.read_epoch == epoch_ && st.read_inst != inst_ && !(key && st.read_key == key))
           fail(s, "writes tile '" + t.name + "', read since the last barrier by another statement (missing barrier)");
         st.write_inst = inst_;
         st.write_epoch = epoch_;
+        st.write_key = key;
       }
       write(*at.cells, byte, t.dtype, v[e]);
     }
@@ -340,6 +360,13 @@ class Machine {
           for (int64_t k = 1; k < n / s.to; ++k) acc = binary(s.op, acc, at(k));
           r[static_cast<size_t>((o * s.to + j) * inner + i)] = apply_maps(s.post, acc);
         }
+    if (s.parts >= 0) {
+      // A team reduction's warps leave their folds in `parts` and read them back behind its inner barrier: the
+      // executor only touches those cells (their values are partial sums the tile library alone defines), so that
+      // the race checks see the statement use them.
+      put(s.parts, std::vector<float>(static_cast<size_t>(k_->tiles[static_cast<size_t>(s.parts)].numel())), s);
+      get(s.parts, s);
+    }
     if (s.accumulate && it_ > 0) {  // a fold tile: this iteration's results folded into the running ones
       std::vector<float> prev = get(s.dst, s);
       for (size_t e = 0; e < r.size(); ++e) r[e] = binary(s.op, prev[e], r[e]);
@@ -412,6 +439,7 @@ class Machine {
   };
   int64_t scratch_base_ = 0;  // byte of this block's scratch slice in the workspace
   int64_t epoch_ = 0, inst_ = 0;
+  std::vector<PrivateAccess> keys_;  // of the kernel being run (access_key)
 };
 
 }  // namespace

@@ -57,7 +57,12 @@ std::vector<int> stmt_reads(const Stmt& s) {
     case StmtKind::Binary:
     case StmtKind::Concat: return {s.a, s.b};
     case StmtKind::Matmul: return s.accumulate ? std::vector<int>{s.a, s.b, s.dst} : std::vector<int>{s.a, s.b};
-    case StmtKind::Reduce: return s.accumulate ? std::vector<int>{s.a, s.dst} : std::vector<int>{s.a};
+    case StmtKind::Reduce: {
+      std::vector<int> r{s.a};
+      if (s.accumulate) r.push_back(s.dst);
+      if (s.parts >= 0) r.push_back(s.parts);
+      return r;
+    }
     case StmtKind::Accumulate:
       return s.state >= 0 ? std::vector<int>{s.a, s.b, s.dst, s.state} : std::vector<int>{s.a, s.dst};
   }
@@ -70,8 +75,20 @@ std::vector<int> stmt_writes(const Stmt& s) {
     case StmtKind::Barrier:
     case StmtKind::AsyncWait: return {};
     case StmtKind::Accumulate: return s.state >= 0 ? std::vector<int>{s.dst, s.state} : std::vector<int>{s.dst};
+    case StmtKind::Reduce: return s.parts >= 0 ? std::vector<int>{s.dst, s.parts} : std::vector<int>{s.dst};
     default: return {s.dst};
   }
+}
+
+std::optional<PrivateAccess> private_access(const Kernel& k, const Stmt& s, int tile) {
+  if (s.kind != StmtKind::Unary && s.kind != StmtKind::Binary) return std::nullopt;
+  if (tile != s.dst && tile != s.a && tile != s.b) return std::nullopt;
+  const Tile& d = k.tiles[static_cast<size_t>(s.dst)];
+  const Tile& t = k.tiles[static_cast<size_t>(tile)];
+  for (const Tile* x : {&d, &t})
+    if (x->space != Space::shared || x->swizzled || x->stages != 1) return std::nullopt;
+  if (t.shape != d.shape) return std::nullopt;
+  return PrivateAccess{d.shape, t.offset, ir::dtype_bytes(t.dtype)};
 }
 
 bool reduces_whole_rows(const Kernel& k, const Stmt& s) {
@@ -100,7 +117,7 @@ void drop_unused_tiles(Kernel& k) {
   k.tiles = std::move(kept);
   for (auto* section : {&k.prologue, &k.body, &k.epilogue})
     for (Stmt& s : *section)
-      for (int* t : {&s.dst, &s.a, &s.b, &s.state})
+      for (int* t : {&s.dst, &s.a, &s.b, &s.state, &s.parts})
         if (*t >= 0) *t = renumbered[static_cast<size_t>(*t)];
 }
 
@@ -170,7 +187,9 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
         return t(s.dst) + " fold= " + op + "(" + a + ", dim=" + std::to_string(s.dim) + ", to=" + std::to_string(s.to) +
                ")" + (s.by_warps ? "  # by warps" : "");
       return value(op + "(" + a + ", dim=" + std::to_string(s.dim) + ", to=" + std::to_string(s.to) + ")") +
-             (s.by_warps ? "  # by warps" : "");
+             (s.team > 1   ? "  # by teams of " + std::to_string(s.team) + " warps, their folds met in " + t(s.parts)
+              : s.by_warps ? "  # by warps"
+                           : "");
     case StmtKind::Concat: return t(s.dst) + " = concat(" + t(s.a) + ", " + t(s.b) + ", dim=" + std::to_string(s.dim) + ")";
     case StmtKind::Accumulate:
       return t(s.dst) + " = " + op + "(" + t(s.a) + (s.b >= 0 ? ", " + t(s.b) + ", max " + t(s.state) : "") + ")";

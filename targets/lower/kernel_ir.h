@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,11 @@ struct Stmt {
   int tensor_map = -1;
   int64_t box_rows = 0;
   bool by_warps = false;     // Reduce: each output folded by a whole warp (lanes stride the group, then shuffles)
+  // Reduce by_warps with fewer outputs than the block has warps: a team of `team` warps (a power of two) folds each
+  // output, and their warps' folds meet in shared tile `parts` (f32[outputs, team]) behind a barrier inside the
+  // statement (mg::team_reduce); 1 and -1 otherwise.
+  int64_t team = 1;
+  int parts = -1;
   Origin from;
 };
 
@@ -228,6 +234,20 @@ std::vector<int> stmt_writes(const Stmt& s);
 // where in its row each element is stored, so it may read a swizzled tile as it is (mg::Swizzled permutes 16-byte
 // chunks within each row).
 bool reduces_whole_rows(const Kernel& k, const Stmt& s);
+
+// Where a statement touches a shared tile only at the elements each thread computes itself: an elementwise statement
+// (Unary, Binary) over a shared, unswizzled, single-buffered result of shape `shape`, at its result or at an operand
+// of that same shape (not broadcast). The tile library deals such a statement's elements to threads by the result's
+// shape alone (mg::unary, mg::binary), so two accesses with equal PrivateAccess touch the same bytes from the same
+// threads: a statement may read or overwrite what an earlier one wrote there without a barrier (insert_barriers, and
+// the CPU executor's race check).
+struct PrivateAccess {
+  std::vector<int64_t> shape;  // the statement's result shape: how elements are dealt to threads
+  int64_t offset = 0;          // where the tile starts in shared memory
+  int64_t element_bytes = 0;
+  bool operator==(const PrivateAccess&) const = default;
+};
+std::optional<PrivateAccess> private_access(const Kernel& k, const Stmt& s, int tile);
 
 // x after the maps, in order, computed in f32 as the tile library does.
 float apply_maps(const std::vector<ElementMap>& maps, float x);

@@ -106,6 +106,10 @@ void use_copy_engine(Kernel& k, const LoweredProgram& p, const targets::Target& 
 // in the loop.
 void fold_across_loop(Kernel& k, const targets::Target& target);
 
+// Pass 6d (team_reductions.cpp): a reduction folded by warps with fewer outputs than the block has warps takes a
+// team of warps per output and a small shared tile where their folds meet, where that tile costs no busy block.
+void fold_by_teams(Kernel& k, const targets::Target& target);
+
 // Shared memory a block graph needs once lowered (passes 3 and 4), for the tiling pass's fit test.
 int64_t block_smem_bytes(const ir::Graph& body);
 

@@ -424,6 +424,59 @@ TEST(Lower, LoopReductionsFoldInRegisters) {
   EXPECT_NE(find_stmt(q.kernels[0].body, lower::StmtKind::Accumulate), nullptr) << lower::print(q);
 }
 
+// A row norm with fewer rows than warps: each row is folded by a team of warps, whose folds meet in a small shared
+// tile; a row per warp or more keeps a warp per row.
+TEST(Lower, FewOutputReductionsFoldByTeamsOfWarps) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  constexpr const char* kNorms = R"(kernel norms(X: f16[8,4096]) {
+  Y = block(X) grid=[GRID,1,1] threads=512 loop=1 {
+    x = iter(X, imap=[0,-,-])
+    y = rms_norm(x, dim=1)
+    z = acc_sum(y)
+    save(z, omap=[0,-,-])
+  }
+  return Y
+}
+)";
+  ir::Graph one_row = std::move(ir::parse_module(std::regex_replace(kNorms, std::regex("GRID"), "8")).programs[0]);
+  lower::LoweredProgram p = lower::lower(one_row, h100);
+  const lower::Kernel& k = p.kernels[0];
+  const lower::Stmt* reduce = find_stmt(k.prologue, lower::StmtKind::Reduce);
+  ASSERT_NE(reduce, nullptr) << lower::print(p);
+  EXPECT_TRUE(reduce->by_warps);
+  EXPECT_EQ(reduce->team, 16) << lower::print(p);  // one row, sixteen warps, 4096 elements: every lane has eight
+  ASSERT_GE(reduce->parts, 0);
+  const lower::Tile& parts = k.tiles[static_cast<size_t>(reduce->parts)];
+  EXPECT_EQ(parts.space, lower::Space::shared);
+  EXPECT_EQ(parts.shape, (std::vector<int64_t>{1, 16}));
+  const std::string printed = lower::print(p);
+  EXPECT_NE(printed.find("# by teams of 16 warps, their folds met in " + parts.name), std::string::npos) << printed;
+  expect_matches_reference(one_row, p, 7, "Y");
+  const std::string cuda = cuda::emit_cuda(p, h100).text;
+  EXPECT_NE(cuda.find("mg::team_reduce_sum<S_x, S_y_rms, 3, 1, 16>(t_y_rms, t_" + parts.name + ", t_x"),
+            std::string::npos)
+      << cuda;
+
+  // Two rows per block: teams of eight.
+  ir::Graph two_rows = std::move(ir::parse_module(std::regex_replace(kNorms, std::regex("GRID"), "4")).programs[0]);
+  lower::LoweredProgram q = lower::lower(two_rows, h100);
+  const lower::Stmt* reduce2 = find_stmt(q.kernels[0].prologue, lower::StmtKind::Reduce);
+  ASSERT_NE(reduce2, nullptr) << lower::print(q);
+  EXPECT_EQ(reduce2->team, 8) << lower::print(q);
+  expect_matches_reference(two_rows, q, 8, "Y");
+
+  // Sixteen rows, sixteen warps: a warp per row, no shared tile.
+  ir::Graph rows = std::move(ir::parse_module(std::regex_replace(
+      std::regex_replace(kNorms, std::regex("f16\\[8,4096\\]"), "f16[16,1024]"), std::regex("GRID"), "1"))
+                                 .programs[0]);
+  lower::LoweredProgram r = lower::lower(rows, h100);
+  const lower::Stmt* reduce16 = find_stmt(r.kernels[0].prologue, lower::StmtKind::Reduce);
+  ASSERT_NE(reduce16, nullptr) << lower::print(r);
+  EXPECT_TRUE(reduce16->by_warps);
+  EXPECT_EQ(reduce16->team, 1);
+  EXPECT_EQ(reduce16->parts, -1);
+}
+
 // The loads of a section that are not pipelined go out as one batch: moved to its start, closed by one wait.
 TEST(Lower, UnpipelinedLoadsAreBatched) {
   targets::Target h100 = targets::load_target("targets/cuda/h100.toml");

@@ -1311,13 +1311,22 @@ __device__ __forceinline__ void store_regs(U* __restrict__ dst, const F& f, i64 
   }
 }
 
-// The run a lane of a warp folding a contiguous group of N elements of T reads per access: the longest of 16, 8 and
-// 4 bytes whose runs the warp's lanes divide the group into evenly (1: element by element).
-template <class T, int N>
+// The run a lane of LANES lanes folding a contiguous group of N elements of T reads per access: the longest of 16, 8
+// and 4 bytes whose runs the lanes divide the group into evenly (1: element by element). Runs that LANES lanes divide
+// evenly, any power-of-two fraction of them divides evenly too.
+template <class T, int N, int LANES = kWarpSize>
 __host__ __device__ constexpr int warp_fold_run() {
   for (int v = 16 / static_cast<int>(sizeof(T)); v >= 2 && v * static_cast<int>(sizeof(T)) >= 4; v /= 2)
-    if (N % (v * kWarpSize) == 0) return v;
+    if (N % (v * LANES) == 0) return v;
   return 1;
+}
+
+// acc folded over the lanes of a warp by a shuffle tree of the warp's size; every lane ends with the whole fold.
+template <class Op>
+__device__ __forceinline__ float warp_fold(float acc, Op op) {
+#pragma unroll
+  for (int mask = kWarpSize / 2; mask > 0; mask /= 2) acc = op(acc, shfl_xor(acc, mask));
+  return acc;
 }
 
 // Folds dim DIM of x (shape SX) to TO groups: element j of the result folds x[j], x[j + TO], x[j + 2 TO], ...
@@ -1331,30 +1340,47 @@ __host__ __device__ constexpr int warp_fold_run() {
 // what this thread contributes to result element e (BY_WARPS: its lane's partial fold; else the whole fold), and
 // finish() combines a warp's lanes (BY_WARPS) and writes. Result elements are dealt round robin to the block's warps
 // (BY_WARPS) or threads: this thread's are first(), first() + step(), ...
-template <class SX, class SY, int DIM, int TO, bool BY_WARPS>
+//
+// With TEAM > 1 (lowering: fewer results than warps, groups of at least TEAM warps' worth), a team of TEAM warps
+// folds each result element, its lanes striding the group together; mg::team_reduce combines the team's warps.
+template <class SX, class SY, int DIM, int TO, bool BY_WARPS, int TEAM = 1>
 struct Fold {
-  static constexpr int n = extent<SX>(DIM), in = inner<SX>(DIM), groups = n / TO;
-  static_assert(!BY_WARPS || groups >= kWarpSize, "lowering folds by warps only groups of a warp or more");
+  static constexpr int n = extent<SX>(DIM), in = inner<SX>(DIM), groups = n / TO, lanes_max = kWarpSize * TEAM;
+  static_assert(!BY_WARPS || groups >= lanes_max, "lowering folds by warps only groups of a team's lanes or more");
+  static_assert(TEAM == 1 || (BY_WARPS && (TEAM & (TEAM - 1)) == 0), "a team is a power of two of warps");
   // A swizzled tile's chunks are permuted within each row: only a fold of whole rows may ignore it.
   static_assert(!SX::swizzled || (in == 1 && TO == 1), "lowering reduces a swizzled tile only in whole rows");
-  __device__ __forceinline__ static int first() { return BY_WARPS ? threadIdx.x / kWarpSize : threadIdx.x; }
-  __device__ __forceinline__ static int step() { return BY_WARPS ? blockDim.x / kWarpSize : blockDim.x; }
+  // Warps per result element: TEAM, halved while the block has fewer warps than results x team (lowering sizes TEAM
+  // for the block it launches; the host emulation runs kernels with fewer warps).
+  __device__ __forceinline__ static int team() {
+    int t = TEAM;
+    while (t > 1 && t * SY::size > static_cast<int>(blockDim.x) / kWarpSize) t /= 2;
+    return t;
+  }
+  __device__ __forceinline__ static int first() {
+    return BY_WARPS ? static_cast<int>(threadIdx.x) / kWarpSize / team() : static_cast<int>(threadIdx.x);
+  }
+  __device__ __forceinline__ static int step() {
+    return BY_WARPS ? static_cast<int>(blockDim.x) / kWarpSize / team() : static_cast<int>(blockDim.x);
+  }
 
   template <class T, class Op, class Pre>
   __device__ __forceinline__ static float part(int e, const T* x, Op op, Pre pre) {
     if constexpr (BY_WARPS) {
-      const int lane = threadIdx.x % kWarpSize;
-      constexpr int V = warp_fold_run<T, n>();
+      // This lane's place among its team's lanes, and their number.
+      const int t = team(), lanes = kWarpSize * t;
+      const int lane = static_cast<int>(threadIdx.x) / kWarpSize % t * kWarpSize + threadIdx.x % kWarpSize;
+      constexpr int V = warp_fold_run<T, n, lanes_max>();
       if constexpr (in == 1 && TO == 1 && V > 1) {
         // Contiguous groups (the last dim folded whole): each lane reads runs of V neighbours, one vector access per
-        // run (run l, l + warp, ... of the group; tiles start 16-byte aligned and n is a multiple of V).
+        // run (run l, l + lanes, ... of the group; tiles start 16-byte aligned and n is a multiple of V * lanes).
         const Run<V, T>* p = reinterpret_cast<const Run<V, T>*>(x + e * n);
         Run<V, T> r = p[lane];
         float acc = pre(to_f32(r.v[0]));
 #pragma unroll
         for (int u = 1; u < V; ++u) acc = op(acc, pre(to_f32(r.v[u])));
 #pragma unroll
-        for (int k = lane + kWarpSize; k < n / V; k += kWarpSize) {
+        for (int k = lane + lanes; k < n / V; k += lanes) {
           r = p[k];
 #pragma unroll
           for (int u = 0; u < V; ++u) acc = op(acc, pre(to_f32(r.v[u])));
@@ -1364,7 +1390,7 @@ struct Fold {
         const int i = e % in, j = e / in % TO, o = e / in / TO;
         const T* p = x + (o * n + j) * in + i;
         float acc = pre(to_f32(p[lane * TO * in]));
-        for (int k = lane + kWarpSize; k < groups; k += kWarpSize) acc = op(acc, pre(to_f32(p[k * TO * in])));
+        for (int k = lane + lanes; k < groups; k += lanes) acc = op(acc, pre(to_f32(p[k * TO * in])));
         return acc;
       }
     } else {
@@ -1380,8 +1406,7 @@ struct Fold {
   template <class Op, class Post>
   __device__ __forceinline__ static void finish(float* dst, int e, float acc, Op op, Post post) {
     if constexpr (BY_WARPS) {
-#pragma unroll
-      for (int mask = kWarpSize / 2; mask > 0; mask /= 2) acc = op(acc, shfl_xor(acc, mask));
+      acc = warp_fold(acc, op);
       if (threadIdx.x % kWarpSize == 0) dst[e] = post(acc);
     } else {
       dst[e] = post(acc);
@@ -1393,6 +1418,26 @@ template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T, class Op,
 __device__ __forceinline__ void reduce(float* dst, const T* x, Op op, Pre pre, Post post) {
   typedef Fold<SX, SY, DIM, TO, BY_WARPS> F;
   for (int e = F::first(); e < SY::size; e += F::step()) F::finish(dst, e, F::part(e, x, op, pre), op, post);
+}
+
+// A reduction of fewer results than the block has warps (lowering: Stmt::team): a team of TEAM warps folds each
+// result element (mg::Fold), each warp's fold goes to parts[e * TEAM + its place in the team] (a shared tile of
+// SY::size * TEAM floats), and after one barrier a thread per element combines its team's folds in order. Every
+// thread of the block must call it (it synchronises inside). The sums differ from the in-order fold by rounding only.
+template <class SX, class SY, int DIM, int TO, int TEAM, class T, class Op, class Pre, class Post>
+__device__ __forceinline__ void team_reduce(float* dst, float* parts, const T* x, Op op, Pre pre, Post post) {
+  typedef Fold<SX, SY, DIM, TO, true, TEAM> F;
+  const int team = F::team(), member = static_cast<int>(threadIdx.x) / kWarpSize % team;
+  for (int e = F::first(); e < SY::size; e += F::step()) {
+    const float acc = warp_fold(F::part(e, x, op, pre), op);
+    if (threadIdx.x % kWarpSize == 0) parts[e * TEAM + member] = acc;
+  }
+  __syncthreads();
+  for (int e = static_cast<int>(threadIdx.x); e < SY::size; e += static_cast<int>(blockDim.x)) {
+    float acc = parts[e * TEAM];
+    for (int m = 1; m < team; ++m) acc = op(acc, parts[e * TEAM + m]);
+    dst[e] = post(acc);
+  }
 }
 
 // A reduction whose results an accumulator of the same fold (acc_sum of a reduce_sum, acc_max of a reduce_max) adds
@@ -1434,6 +1479,14 @@ __device__ __forceinline__ void reduce_sum(float* dst, const T* x, Pre pre = {},
 template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T, class Pre = NoMap, class Post = NoMap>
 __device__ __forceinline__ void reduce_max(float* dst, const T* x, Pre pre = {}, Post post = {}) {
   reduce<SX, SY, DIM, TO, BY_WARPS>(dst, x, MaxOp(), pre, post);
+}
+template <class SX, class SY, int DIM, int TO, int TEAM, class T, class Pre = NoMap, class Post = NoMap>
+__device__ __forceinline__ void team_reduce_sum(float* dst, float* parts, const T* x, Pre pre = {}, Post post = {}) {
+  team_reduce<SX, SY, DIM, TO, TEAM>(dst, parts, x, SumOp(), pre, post);
+}
+template <class SX, class SY, int DIM, int TO, int TEAM, class T, class Pre = NoMap, class Post = NoMap>
+__device__ __forceinline__ void team_reduce_max(float* dst, float* parts, const T* x, Pre pre = {}, Post post = {}) {
+  team_reduce<SX, SY, DIM, TO, TEAM>(dst, parts, x, MaxOp(), pre, post);
 }
 
 // dst = a ‖ b along dim DIM.

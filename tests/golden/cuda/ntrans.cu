@@ -67,11 +67,13 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k0_HN(const mg::f16*
   float* const t_y_rms = reinterpret_cast<float*>(mg_smem + 24576);  // f32[1,1]
   using S_y = mg::Shape<1, 1, 1, 4096>;
   float* const t_y = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,4096]
+  using S_y_rms_parts = mg::Shape<1, 1, 1, 16>;
+  float* const t_y_rms_parts = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,16]
   // x = iter(H, imap=[0,-,-])  [examples/ntrans.mg:4:8]
   mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_x, p_H, 0, 0, bx, 0, 0.0f);
   __syncthreads();
   // y = rms_norm(x, dim=1)  [examples/ntrans.mg:4:8]
-  mg::reduce_sum<S_x, S_y_rms, 3, 1, true>(t_y_rms, t_x, [](float x) { return x * x; }, [](float x) { x = x * 0.00024414062f; x = x + 1e-06f; return rsqrtf(x); });
+  mg::team_reduce_sum<S_x, S_y_rms, 3, 1, 16>(t_y_rms, t_y_rms_parts, t_x, [](float x) { return x * x; }, [](float x) { x = x * 0.00024414062f; x = x + 1e-06f; return rsqrtf(x); });
   __syncthreads();
   mg::binary<S_y, S_x, S_y_rms>(t_y, t_x, t_y_rms, [](float x, float y) { return x * y; });
   __syncthreads();
@@ -177,11 +179,13 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k4_Y(const mg::f16* 
   float* const t_y_rms = reinterpret_cast<float*>(mg_smem + 24576);  // f32[1,1]
   using S_y = mg::Shape<1, 1, 1, 4096>;
   float* const t_y = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,4096]
+  using S_y_rms_parts = mg::Shape<1, 1, 1, 16>;
+  float* const t_y_rms_parts = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,16]
   // x = iter(Z, imap=[0,-,-])  [examples/ntrans.mg:8:7]
   mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_x, g_Z, 0, 0, bx, 0, 0.0f);
   __syncthreads();
   // y = rms_norm(x, dim=1)  [examples/ntrans.mg:8:7]
-  mg::reduce_sum<S_x, S_y_rms, 3, 1, true>(t_y_rms, t_x, [](float x) { return x * x; }, [](float x) { x = x * 0.00024414062f; x = x + 1e-06f; return rsqrtf(x); });
+  mg::team_reduce_sum<S_x, S_y_rms, 3, 1, 16>(t_y_rms, t_y_rms_parts, t_x, [](float x) { return x * x; }, [](float x) { x = x * 0.00024414062f; x = x + 1e-06f; return rsqrtf(x); });
   __syncthreads();
   mg::binary<S_y, S_x, S_y_rms>(t_y, t_x, t_y_rms, [](float x, float y) { return x * y; });
   __syncthreads();

@@ -1,0 +1,54 @@
+// Pass 6d of the lowering (docs/lowering.md, "The thread level"): reductions of fewer outputs than the block has
+// warps fold each output by a team of warps. A warp per output (choose_instructions' by_warps) leaves the other
+// warps idle while it walks the whole group: nTrans's row norms, one [1, 4096] row per block of sixteen warps, ran
+// on one warp. A team of up to warps / outputs warps strides the group together, each warp folds its lanes by
+// shuffles, and one barrier later a thread per output combines the team's folds from a small shared tile
+// (mg::team_reduce). Runs after the passes that keep reductions in registers (they fold by single warps or
+// threads), and only where the extra tile costs no block on an SM.
+#include "targets/lower/passes.h"
+
+namespace morgana::lower {
+
+namespace {
+
+// The largest power of two of warps per output such that every output has its team and every lane of a team has an
+// element of the group to start from; 1 when no team of two fits.
+int64_t team_size(const Kernel& k, const Stmt& s, int64_t warp) {
+  const Tile& x = k.tiles[static_cast<size_t>(s.a)];
+  const int64_t outputs = k.tiles[static_cast<size_t>(s.dst)].numel();
+  const int64_t groups = x.shape[static_cast<size_t>(s.dim)] / s.to, warps = k.block[0] / warp;
+  int64_t team = 1;
+  while (outputs * team * 2 <= warps && groups >= team * 2 * warp) team *= 2;
+  return team;
+}
+
+}  // namespace
+
+void fold_by_teams(Kernel& k, const targets::Target& target) {
+  const int64_t warp = target.execution.warp_size;
+  if (k.block[0] % warp != 0) return;
+  for (int section = 0; section < 3; ++section)
+    for (size_t i = 0;; ++i) {
+      std::vector<Stmt>& list = section == 0 ? k.prologue : section == 1 ? k.body : k.epilogue;
+      if (i >= list.size()) break;
+      const Stmt& s = list[i];
+      if (s.kind != StmtKind::Reduce || !s.by_warps || s.accumulate || s.parts >= 0) continue;
+      if (k.tiles[static_cast<size_t>(s.dst)].space != Space::shared ||
+          k.tiles[static_cast<size_t>(s.a)].space != Space::shared)
+        continue;
+      const int64_t team = team_size(k, s, warp);
+      if (team < 2) continue;
+      Kernel with = k;
+      Tile parts;
+      parts.name = with.tiles[static_cast<size_t>(s.dst)].name + "_parts";
+      parts.shape = {with.tiles[static_cast<size_t>(s.dst)].numel(), team};
+      parts.from = s.from;
+      with.tiles.push_back(parts);
+      std::vector<Stmt>& into = section == 0 ? with.prologue : section == 1 ? with.body : with.epilogue;
+      into[i].team = team;
+      into[i].parts = static_cast<int>(with.tiles.size() - 1);
+      if (costs_nothing(k, with, target)) k = std::move(with);
+    }
+}
+
+}  // namespace morgana::lower
