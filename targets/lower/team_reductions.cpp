@@ -11,14 +11,14 @@ namespace morgana::lower {
 
 namespace {
 
-// The largest power of two of warps per output such that every output has its team and every lane of a team has an
-// element of the group to start from; 1 when no team of two fits.
+// The largest power of two of warps per output such that every output has its team, every lane of a team has an
+// element of the group to start from, and a warp's lanes can combine the team's folds; 1 when no team of two fits.
 int64_t team_size(const Kernel& k, const Stmt& s, int64_t warp) {
   const Tile& x = k.tiles[static_cast<size_t>(s.a)];
   const int64_t outputs = k.tiles[static_cast<size_t>(s.dst)].numel();
   const int64_t groups = x.shape[static_cast<size_t>(s.dim)] / s.to, warps = k.block[0] / warp;
   int64_t team = 1;
-  while (outputs * team * 2 <= warps && groups >= team * 2 * warp) team *= 2;
+  while (outputs * team * 2 <= warps && groups >= team * 2 * warp && team * 2 <= warp) team *= 2;
   return team;
 }
 

@@ -1347,15 +1347,21 @@ template <class SX, class SY, int DIM, int TO, bool BY_WARPS, int TEAM = 1>
 struct Fold {
   static constexpr int n = extent<SX>(DIM), in = inner<SX>(DIM), groups = n / TO, lanes_max = kWarpSize * TEAM;
   static_assert(!BY_WARPS || groups >= lanes_max, "lowering folds by warps only groups of a team's lanes or more");
-  static_assert(TEAM == 1 || (BY_WARPS && (TEAM & (TEAM - 1)) == 0), "a team is a power of two of warps");
+  static_assert(TEAM == 1 || (BY_WARPS && (TEAM & (TEAM - 1)) == 0 && TEAM <= kWarpSize),
+                "a team is a power of two of warps, at most a warp's lanes (they combine its folds)");
   // A swizzled tile's chunks are permuted within each row: only a fold of whole rows may ignore it.
   static_assert(!SX::swizzled || (in == 1 && TO == 1), "lowering reduces a swizzled tile only in whole rows");
-  // Warps per result element: TEAM, halved while the block has fewer warps than results x team (lowering sizes TEAM
-  // for the block it launches; the host emulation runs kernels with fewer warps).
+  // Warps per result element: TEAM, which lowering sized for the block it launches (a compile-time constant, so that
+  // the team's lane arithmetic folds away); the host emulation runs kernels with fewer warps and halves it while the
+  // block has fewer warps than results x team.
   __device__ __forceinline__ static int team() {
+#ifdef MG_HOST_EMULATION
     int t = TEAM;
     while (t > 1 && t * SY::size > static_cast<int>(blockDim.x) / kWarpSize) t /= 2;
     return t;
+#else
+    return TEAM;
+#endif
   }
   __device__ __forceinline__ static int first() {
     return BY_WARPS ? static_cast<int>(threadIdx.x) / kWarpSize / team() : static_cast<int>(threadIdx.x);
@@ -1433,10 +1439,15 @@ __device__ __forceinline__ void team_reduce(float* dst, float* parts, const T* x
     if (threadIdx.x % kWarpSize == 0) parts[e * TEAM + member] = acc;
   }
   __syncthreads();
-  for (int e = static_cast<int>(threadIdx.x); e < SY::size; e += static_cast<int>(blockDim.x)) {
-    float acc = parts[e * TEAM];
-    for (int m = 1; m < team; ++m) acc = op(acc, parts[e * TEAM + m]);
-    dst[e] = post(acc);
+  // A warp per element combines the team's folds: lane m < team takes member m's, a shuffle tree of the team's size
+  // (masks below it keep lanes 0 .. team-1 among themselves).
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  for (int e = static_cast<int>(threadIdx.x) / kWarpSize; e < SY::size; e += static_cast<int>(blockDim.x) / kWarpSize) {
+    float acc = parts[e * TEAM + (lane < team ? lane : 0)];
+#pragma unroll
+    for (int mask = TEAM / 2; mask > 0; mask /= 2)
+      if (mask < team) acc = op(acc, shfl_xor(acc, mask));
+    if (lane == 0) dst[e] = post(acc);
   }
 }
 
