@@ -194,6 +194,11 @@ bool accumulators_fit(const Target& t, const MatmulTiling& tiling);
 // The same rule for any f32 accumulators a thread keeps across a loop (the lowering's loop folds): `registers` of
 // them per thread.
 bool accumulator_registers_fit(const Target& t, int64_t registers);
+// Whether tiles a pass keeps in registers fit beside the rest of a thread's work: at the liveness peak, `live`
+// registers of them at most three quarters of a thread's, and the largest one `largest` at most a third (checked with
+// ptxas -v on every attention candidate of the examples and on tests/gpu/specs, bench/notes-fast-kernels-1.md: a
+// 64-register S tile beside 64-register accumulators fits without spills in 241 registers, a 128-register S spills).
+bool register_tiles_fit(const Target& t, int64_t live, int64_t largest);
 
 // Loads, merges (see `base`) and validates one target file. Throws morgana::UserError with file:line:column
 // of the offending key or value; when the fault lies in a base file, the location points into that file.

@@ -127,7 +127,7 @@ class Emitter {
           if (s.atom >= 0) used[static_cast<size_t>(s.atom)] = true;
     for (const Kernel& k : p_.kernels)
       for (const Tile& tile : k.tiles)
-        if (tile.space == Space::registers && !tile.layout.fold) used[static_cast<size_t>(tile.layout.atom)] = true;
+        if (tile.space == Space::registers && tile.layout.atom >= 0) used[static_cast<size_t>(tile.layout.atom)] = true;
     const std::string fn = std::string(d_.host_device) + " static constexpr int ";
     for (size_t i = 0; i < used.size(); ++i) {
       if (!used[i]) continue;
@@ -292,6 +292,11 @@ class Emitter {
                    std::to_string(s.box_rows) + ">(" + t(s.dst) + ", tm" + std::to_string(s.tensor_map) +
                    ", mg_barriers + " + iter_ + " % " + std::to_string(k.barriers) + coords + ");",
                origin);
+        } else if (k.tiles[static_cast<size_t>(s.dst)].layout.elements) {
+          line(in + guard + "mg::load_elems<" + global_type(s.tensor) + ", " + mask + ", " +
+                   std::to_string(s.vector_bytes) + ">(" + t(s.dst) + ", " + tensor_ref(s.tensor) + ", " + at + ", " +
+                   float_literal(s.pad) + ");",
+               origin);
         } else {
           line(in + guard + "mg::load<" + S(s.dst) + ", " + global_type(s.tensor) + ", " + mask + ", " +
                    std::to_string(s.vector_bytes) + ", " +
@@ -348,7 +353,11 @@ class Emitter {
         line(in + t(s.a) + ".publish(" + t(s.dst) + ");", origin);
         return;
       case StmtKind::Reduce:
-        if (s.team > 1)
+        if (k.tiles[static_cast<size_t>(s.a)].layout.elements)
+          line(in + "mg::regs_" + std::string(ir::op_name(s.op)) + "(" + t(s.dst) + ", " + t(s.parts) + ", " + t(s.a) +
+                   reduce_maps(s) + ");",
+               origin);
+        else if (s.team > 1)
           line(in + "mg::team_" + std::string(ir::op_name(s.op)) + "<" + S(s.a) + ", " + S(s.dst) + ", " +
                    std::to_string(dim4(k, s.a, s.dim)) + ", " + std::to_string(s.to) + ", " + std::to_string(s.team) +
                    ">(" + t(s.dst) + ", " + t(s.parts) + ", " + t(s.a) + reduce_maps(s) + ");",
@@ -421,7 +430,9 @@ class Emitter {
       case StmtKind::Store: {
         std::string mask;
         std::string at = placement(s, mask);
-        line(in + "mg::store_regs<" + global_type(s.tensor) + ", " + mask + ", " + std::to_string(s.vector_bytes) +
+        const bool elements = k.tiles[static_cast<size_t>(s.a)].layout.elements;
+        line(in + (elements ? "mg::store_elems<" : "mg::store_regs<") + global_type(s.tensor) + ", " + mask + ", " +
+                 std::to_string(s.vector_bytes) +
                  ">(" + tensor_ref(s.tensor) + ", " +
                  tile_ref(k, s.a) + ", " + at + ");",
              origin);
@@ -521,7 +532,12 @@ class Emitter {
                join(pad4(tile.shape, 1)) + ">;",
            tile.from.str());
       if (tile.space == Space::registers) {
-        if (!tile.layout.fold) fragments(k, static_cast<int>(i), in);
+        if (tile.layout.elements)
+          line(in + "mg::Elements<S_" + tile.name + ", " + std::to_string(k.block[0]) + "> r_" + tile.name +
+                   ";  // f32" + dims_text(tile.shape) + " in registers, each thread its elementwise statements' runs",
+               tile.from.str());
+        else if (!tile.layout.fold)
+          fragments(k, static_cast<int>(i), in);
         continue;
       }
       line(in + storage(tile.dtype) + "* const t_" + tile.name + (tile.stages > 1 ? "_buffers" : "") +

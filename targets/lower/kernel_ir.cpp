@@ -230,7 +230,8 @@ std::string print(const LoweredProgram& p) {
              std::to_string(k.scratch_offset) + "\n";
     for (const Tile& t : k.tiles)
       out += "  tile " + t.name + " " + std::string(ir::dtype_name(t.dtype)) + list(t.shape) +
-             (t.space == Space::registers && t.layout.fold ? " in registers, folds across the loop"
+             (t.space == Space::registers && t.layout.fold       ? " in registers, folds across the loop"
+              : t.space == Space::registers && t.layout.elements ? " in registers, each thread its elements' runs"
               : t.space == Space::registers
                   ? " in registers of matrix instruction " + std::to_string(t.layout.atom + 1) + ", " +
                         std::to_string(t.layout.atoms_n) + " atoms per warp task" +

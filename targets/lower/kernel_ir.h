@@ -70,11 +70,17 @@ enum class Space : uint8_t {
 // With `fold`, the tile instead holds the running results of a Reduce accumulated across the for-loop (pass
 // fold_across_loop; the tile library's mg::LoopFold): each thread keeps, per result element its warp (by_warps) or
 // it folds, the part it read; a Publish combines them once, after the loop. atom, atoms_n and k_split are unused.
+//
+// With `elements`, each thread holds the elements an elementwise statement over the tile's shape deals it (pass
+// keep_elements_in_registers; the tile library's mg::Elements): runs of neighbours along the last dim, run i to
+// thread i % threads. Loads, elementwise statements, stores and whole-row reductions work on it; atom, atoms_n and
+// k_split are unused.
 struct RegisterLayout {
   int atom = -1;  // index into the target's [[matrix]] list
   int64_t atoms_n = 1;
   int64_t k_split = 1;
   bool fold = false;
+  bool elements = false;
 };
 
 // A dense row-major array the block works on.
@@ -177,7 +183,8 @@ struct Stmt {
   bool by_warps = false;     // Reduce: each output folded by a whole warp (lanes stride the group, then shuffles)
   // Reduce by_warps with fewer outputs than the block has warps: a team of `team` warps (a power of two) folds each
   // output, and their warps' folds meet in shared tile `parts` (f32[outputs, team]) behind a barrier inside the
-  // statement (mg::team_reduce); 1 and -1 otherwise.
+  // statement (mg::team_reduce); 1 and -1 otherwise. A Reduce of a register tile of RegisterLayout::elements also
+  // leaves its warps' folds in `parts` (f32[rows, warps per row], mg::regs_reduce_rows).
   int64_t team = 1;
   int parts = -1;
   Origin from;

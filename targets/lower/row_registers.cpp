@@ -264,14 +264,9 @@ class RowRegisters {
   // Liveness over the statements in order (the body's positions count for every iteration: a tile it reads before
   // writing, or that lives across its ends, is live through the whole body). Registers of the statement's dst and
   // of tiles read later count at each statement; an operand that dies there is reused by the compiler. Returns the
-  // largest candidate live where the sum passes three quarters of a thread's registers, or where one tile takes
-  // more than a third (its values, its A fragments and the matmul's prefetched B fragments then crowd out the rest),
-  // or -1. Both fractions were checked with ptxas -v on every attention candidate of the examples and on
-  // tests/gpu/specs (bench/notes-fast-kernels-1.md): a 64-register S tile beside 64-register accumulators fits
-  // without spills (241 registers), a 128-register S tile spills.
+  // largest candidate live where targets::register_tiles_fit fails (one tile past a third of a thread's registers
+  // crowds out its A fragments and the matmul's prefetched B fragments), or -1.
   int largest_at_register_peak() const {
-    const int64_t limit = t_.registers.max_regs_per_thread * 3 / 4;
-    const int64_t tile_limit = t_.registers.max_regs_per_thread / 3;
     const int64_t n = static_cast<int64_t>(order_.size());
     const int64_t body_begin = static_cast<int64_t>(k_.prologue.size()),
                   body_end = body_begin + static_cast<int64_t>(k_.body.size());
@@ -307,7 +302,7 @@ class RowRegisters {
         live += r;
         if (r > largest_regs) largest = t, largest_regs = r;
       }
-      if (live > limit || largest_regs > tile_limit) return static_cast<int>(largest);
+      if (!targets::register_tiles_fit(t_, live, largest_regs)) return static_cast<int>(largest);
     }
     return -1;
   }

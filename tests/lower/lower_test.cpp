@@ -424,50 +424,95 @@ TEST(Lower, LoopReductionsFoldInRegisters) {
   EXPECT_NE(find_stmt(q.kernels[0].body, lower::StmtKind::Accumulate), nullptr) << lower::print(q);
 }
 
-// A row norm with fewer rows than warps: each row is folded by a team of warps, whose folds meet in a small shared
-// tile; a row per warp or more keeps a warp per row.
+// A chain of loads, elementwise statements, row norms and a store over one shape (nTrans) keeps its tiles in
+// registers, each thread the runs its elementwise statements take: no shared tile but the row sums, their warps'
+// folds and the norms' scales, and barriers only around the reductions.
+TEST(Lower, ElementwiseChainsStayInRegisters) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Graph ntrans = std::move(ir::parse_file("examples/mugraphs/ntrans_fused.mg").programs[0]);
+  lower::LoweredProgram p = lower::lower(ntrans, h100);
+  ASSERT_EQ(p.kernels.size(), 1u);
+  const lower::Kernel& k = p.kernels[0];
+  int element_tiles = 0;
+  for (const lower::Tile& t : k.tiles) {
+    if (t.shape != std::vector<int64_t>{1, 4096}) continue;
+    EXPECT_EQ(t.space, lower::Space::registers) << t.name << "\n" << lower::print(p);
+    EXPECT_TRUE(t.layout.elements) << t.name;
+    ++element_tiles;
+  }
+  EXPECT_GE(element_tiles, 5) << lower::print(p);
+  int barriers = 0, reduces = 0;
+  for (const lower::Stmt& s : k.prologue) {
+    barriers += s.kind == lower::StmtKind::Barrier;
+    EXPECT_NE(s.kind, lower::StmtKind::AsyncWait) << lower::print(p);  // no copies into shared memory are left
+    if (s.kind == lower::StmtKind::Load) {
+      EXPECT_FALSE(s.async);
+    }
+    if (s.kind != lower::StmtKind::Reduce) continue;
+    ++reduces;
+    ASSERT_GE(s.parts, 0);
+    // 4096 elements in runs of 8: two warps' runs per 512 elements, 16 per row.
+    EXPECT_EQ(k.tiles[static_cast<size_t>(s.parts)].shape, (std::vector<int64_t>{1, 16})) << lower::print(p);
+  }
+  EXPECT_EQ(reduces, 2);
+  EXPECT_LE(barriers, 3) << lower::print(p);
+  expect_matches_reference(ntrans, p, 9, "Y");
+  const std::string cuda = cuda::emit_cuda(p, h100).text;
+  for (const char* call : {"mg::Elements<", "mg::load_elems<", "mg::regs_reduce_sum(", "mg::store_elems<"})
+    EXPECT_NE(cuda.find(call), std::string::npos) << call << "\n" << cuda;
+
+  // Too few registers for any tile: all in shared memory.
+  targets::Target few = h100;
+  few.registers.max_regs_per_thread = 8;
+  lower::LoweredProgram q = lower::lower(ntrans, few);
+  for (const lower::Tile& t : q.kernels[0].tiles) EXPECT_NE(t.space, lower::Space::registers) << t.name;
+  expect_matches_reference(ntrans, q, 10, "Y");
+}
+
+// A reduction with fewer outputs than warps, of a tile that stays in shared memory (groups inside rows, which no
+// warp's runs hold alone): each output is folded by a team of warps, whose folds meet in a small shared tile;
+// enough outputs for a warp each keep a warp per output.
 TEST(Lower, FewOutputReductionsFoldByTeamsOfWarps) {
   targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
-  constexpr const char* kNorms = R"(kernel norms(X: f16[8,4096]) {
+  constexpr const char* kGroups = R"(kernel groups(X: f16[8,4096]) {
   Y = block(X) grid=[GRID,1,1] threads=512 loop=1 {
     x = iter(X, imap=[0,-,-])
-    y = rms_norm(x, dim=1)
+    y = reduce_sum(x, dim=1, to=2)
     z = acc_sum(y)
     save(z, omap=[0,-,-])
   }
   return Y
 }
 )";
-  ir::Graph one_row = std::move(ir::parse_module(std::regex_replace(kNorms, std::regex("GRID"), "8")).programs[0]);
+  ir::Graph one_row = std::move(ir::parse_module(std::regex_replace(kGroups, std::regex("GRID"), "8")).programs[0]);
   lower::LoweredProgram p = lower::lower(one_row, h100);
   const lower::Kernel& k = p.kernels[0];
   const lower::Stmt* reduce = find_stmt(k.prologue, lower::StmtKind::Reduce);
   ASSERT_NE(reduce, nullptr) << lower::print(p);
   EXPECT_TRUE(reduce->by_warps);
-  EXPECT_EQ(reduce->team, 16) << lower::print(p);  // one row, sixteen warps, 4096 elements: every lane has eight
+  EXPECT_EQ(reduce->team, 8) << lower::print(p);  // two outputs, sixteen warps, 2048 elements each
   ASSERT_GE(reduce->parts, 0);
   const lower::Tile& parts = k.tiles[static_cast<size_t>(reduce->parts)];
   EXPECT_EQ(parts.space, lower::Space::shared);
-  EXPECT_EQ(parts.shape, (std::vector<int64_t>{1, 16}));
+  EXPECT_EQ(parts.shape, (std::vector<int64_t>{2, 8}));
   const std::string printed = lower::print(p);
-  EXPECT_NE(printed.find("# by teams of 16 warps, their folds met in " + parts.name), std::string::npos) << printed;
+  EXPECT_NE(printed.find("# by teams of 8 warps, their folds met in " + parts.name), std::string::npos) << printed;
   expect_matches_reference(one_row, p, 7, "Y");
   const std::string cuda = cuda::emit_cuda(p, h100).text;
-  EXPECT_NE(cuda.find("mg::team_reduce_sum<S_x, S_y_rms, 3, 1, 16>(t_y_rms, t_" + parts.name + ", t_x"),
-            std::string::npos)
+  EXPECT_NE(cuda.find("mg::team_reduce_sum<S_x, S_y, 3, 2, 8>(t_y, t_" + parts.name + ", t_x"), std::string::npos)
       << cuda;
 
-  // Two rows per block: teams of eight.
-  ir::Graph two_rows = std::move(ir::parse_module(std::regex_replace(kNorms, std::regex("GRID"), "4")).programs[0]);
+  // Two rows per block: four outputs, teams of four.
+  ir::Graph two_rows = std::move(ir::parse_module(std::regex_replace(kGroups, std::regex("GRID"), "4")).programs[0]);
   lower::LoweredProgram q = lower::lower(two_rows, h100);
   const lower::Stmt* reduce2 = find_stmt(q.kernels[0].prologue, lower::StmtKind::Reduce);
   ASSERT_NE(reduce2, nullptr) << lower::print(q);
-  EXPECT_EQ(reduce2->team, 8) << lower::print(q);
+  EXPECT_EQ(reduce2->team, 4) << lower::print(q);
   expect_matches_reference(two_rows, q, 8, "Y");
 
-  // Sixteen rows, sixteen warps: a warp per row, no shared tile.
+  // Eight rows, sixteen outputs for sixteen warps: a warp each, no shared tile.
   ir::Graph rows = std::move(ir::parse_module(std::regex_replace(
-      std::regex_replace(kNorms, std::regex("f16\\[8,4096\\]"), "f16[16,1024]"), std::regex("GRID"), "1"))
+      std::regex_replace(kGroups, std::regex("f16\\[8,4096\\]"), "f16[8,1024]"), std::regex("GRID"), "1"))
                                  .programs[0]);
   lower::LoweredProgram r = lower::lower(rows, h100);
   const lower::Stmt* reduce16 = find_stmt(r.kernels[0].prologue, lower::StmtKind::Reduce);

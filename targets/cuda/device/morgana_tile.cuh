@@ -1500,6 +1500,161 @@ __device__ __forceinline__ void team_reduce_max(float* dst, float* parts, const 
   team_reduce<SX, SY, DIM, TO, TEAM>(dst, parts, x, MaxOp(), pre, post);
 }
 
+// ---- tiles held by the threads that compute their elements (lowering pass keep_elements_in_registers) ----
+//
+// A tile of shape S in registers, dealt as elementwise statements deal a shared tile's elements (mg::unary,
+// mg::binary): run i of V = run_length<S>() neighbours (flat elements i*V .. i*V+V-1, inside one row) belongs to
+// thread i % THREADS, as its run i / THREADS. Loads from global memory, elementwise statements and stores then need
+// neither shared memory nor barriers; a reduction of whole rows exchanges one value per warp and row.
+template <class S, int THREADS>
+struct Elements {
+  typedef S shape;
+  static constexpr int V = run_length<S>(), runs = S::size / V, per = (runs + THREADS - 1) / THREADS;
+  float v[per][V];
+  // The flat index of this thread's run j, and whether the tile has it (the last runs may not reach every thread).
+  __device__ __forceinline__ static int run(int j) { return static_cast<int>(threadIdx.x) + j * THREADS; }
+  __device__ __forceinline__ static bool has(int j) { return runs % THREADS == 0 || run(j) < runs; }
+};
+
+// Operand x of an elementwise statement on Elements, as the V values of run j at index x: the register tile's own
+// run, or a shared tile read there (broadcast along its 1-dims).
+template <class S, int N>
+__device__ __forceinline__ void run_of(float (&out)[Elements<S, N>::V], const Elements<S, N>& r, int j, const Idx&) {
+#pragma unroll
+  for (int u = 0; u < Elements<S, N>::V; ++u) out[u] = r.v[j][u];
+}
+template <int V, class SA, class TA>
+__device__ __forceinline__ void run_of(float (&out)[V], const Smem<SA, TA>& a, int, const Idx& x) {
+  read_run<V, SA>(out, a.p, x);
+}
+
+// dst = the tile of src at origin (o0..o3) (elements outside along the masked dims read `pad`), each thread loading
+// its own runs straight into registers, VEC bytes per access (VEC / sizeof(T) divides V: both divide the last dim,
+// and lowering proved the alignment as for load).
+template <class G, int MASK, int VEC, class S, int N, class T>
+__device__ __forceinline__ void load_elems(Elements<S, N>& dst, const T* __restrict__ src, i64 o0, i64 o1, i64 o2,
+                                           i64 o3, float pad) {
+  typedef Elements<S, N> E;
+  constexpr int per = VEC > static_cast<int>(sizeof(T)) ? VEC / static_cast<int>(sizeof(T)) : 1;
+  static_assert(E::V % per == 0, "a vector never crosses a run");
+#pragma unroll
+  for (int j = 0; j < E::per; ++j) {
+    if (!E::has(j)) continue;
+    const Idx x = unflatten<S>(E::run(j) * E::V);
+#pragma unroll
+    for (int u = 0; u < E::V; u += per) {
+      const GlobalIdx<G> g(o0, o1, o2, o3, Idx{x.i0, x.i1, x.i2, x.i3 + u});
+      if (!g.template inside<MASK>()) {
+#pragma unroll
+        for (int w = 0; w < per; ++w) dst.v[j][u + w] = pad;
+      } else if constexpr (per > 1) {
+        const Run<per, T> r = *reinterpret_cast<const Run<per, T>*>(src + g.offset());
+#pragma unroll
+        for (int w = 0; w < per; ++w) dst.v[j][u + w] = to_f32(r.v[w]);
+      } else {
+        dst.v[j][u] = to_f32(src[g.offset()]);
+      }
+    }
+  }
+}
+
+// The tile written into dst at origin (o0..o3), converted to dst's type, each thread storing its own runs; elements
+// outside along the masked dims are dropped. VEC as for load_elems.
+template <class G, int MASK, int VEC, class U, class S, int N>
+__device__ __forceinline__ void store_elems(U* __restrict__ dst, const Elements<S, N>& src, i64 o0, i64 o1, i64 o2,
+                                            i64 o3) {
+  typedef Elements<S, N> E;
+  constexpr int per = VEC > static_cast<int>(sizeof(U)) ? VEC / static_cast<int>(sizeof(U)) : 1;
+  static_assert(E::V % per == 0, "a vector never crosses a run");
+#pragma unroll
+  for (int j = 0; j < E::per; ++j) {
+    if (!E::has(j)) continue;
+    const Idx x = unflatten<S>(E::run(j) * E::V);
+#pragma unroll
+    for (int u = 0; u < E::V; u += per) {
+      const GlobalIdx<G> g(o0, o1, o2, o3, Idx{x.i0, x.i1, x.i2, x.i3 + u});
+      if (!g.template inside<MASK>()) continue;
+      if constexpr (per > 1) {
+        unsigned w[VEC / 4];
+#pragma unroll
+        for (int q = 0; q < VEC / 4; ++q) w[q] = 0;
+#pragma unroll
+        for (int q = 0; q < per; ++q)
+          w[q * sizeof(U) / 4] |= word_bits(from_f32<U>(src.v[j][u + q])) << (8 * (q * sizeof(U) % 4));
+        Vec<VEC>::store(dst + g.offset(), w);
+      } else {
+        dst[g.offset()] = from_f32<U>(src.v[j][u]);
+      }
+    }
+  }
+}
+
+template <class S, int N, class A, class Fn>
+__device__ __forceinline__ void regs_unary(Elements<S, N>& dst, const A& a, Fn f) {
+  typedef Elements<S, N> E;
+#pragma unroll
+  for (int j = 0; j < E::per; ++j) {
+    if (!E::has(j)) continue;
+    float y[E::V];
+    run_of(y, a, j, unflatten<S>(E::run(j) * E::V));
+#pragma unroll
+    for (int u = 0; u < E::V; ++u) dst.v[j][u] = f(y[u]);
+  }
+}
+template <class S, int N, class A, class B, class Fn>
+__device__ __forceinline__ void regs_binary(Elements<S, N>& dst, const A& a, const B& b, Fn f) {
+  typedef Elements<S, N> E;
+#pragma unroll
+  for (int j = 0; j < E::per; ++j) {
+    if (!E::has(j)) continue;
+    const Idx x = unflatten<S>(E::run(j) * E::V);
+    float ya[E::V], yb[E::V];
+    run_of(ya, a, j, x);
+    run_of(yb, b, j, x);
+#pragma unroll
+    for (int u = 0; u < E::V; ++u) dst.v[j][u] = f(ya[u], yb[u]);
+  }
+}
+
+// dst (shared, one value per row) = the rows of x folded (the last dim, whole). Lowering keeps x in registers only
+// where a row holds a multiple of a warp's runs, so the runs a warp holds at each j lie in one row: each thread
+// folds its run, the warp folds its lanes by shuffles, lane 0 leaves the warp's fold in parts (one per warp and j:
+// W = S::d3 / (V * warp) per row, in row order), and after one barrier a thread per row combines its W folds in
+// order. `pre` maps each element before the fold, `post` each row's result. Every thread must call it.
+template <class Op, class S, int N, class Pre, class Post>
+__device__ __forceinline__ void regs_reduce_rows(float* dst, float* parts, const Elements<S, N>& x, Op op, Pre pre,
+                                                 Post post) {
+  typedef Elements<S, N> E;
+  static_assert(S::d3 % (E::V * kWarpSize) == 0 && N % kWarpSize == 0, "a warp's runs lie in one row");
+  constexpr int W = S::d3 / (E::V * kWarpSize), rows = S::size / S::d3;
+#pragma unroll
+  for (int j = 0; j < E::per; ++j) {
+    if (!E::has(j)) continue;
+    float acc = pre(x.v[j][0]);
+#pragma unroll
+    for (int u = 1; u < E::V; ++u) acc = op(acc, pre(x.v[j][u]));
+    acc = warp_fold(acc, op);
+    if (threadIdx.x % kWarpSize == 0) parts[E::run(j) / kWarpSize] = acc;
+  }
+  __syncthreads();
+  for (int r = static_cast<int>(threadIdx.x); r < rows; r += N) {
+    float acc = parts[r * W];
+#pragma unroll
+    for (int m = 1; m < W; ++m) acc = op(acc, parts[r * W + m]);
+    dst[r] = post(acc);
+  }
+}
+template <class S, int N, class Pre = NoMap, class Post = NoMap>
+__device__ __forceinline__ void regs_reduce_sum(float* dst, float* parts, const Elements<S, N>& x, Pre pre = {},
+                                                Post post = {}) {
+  regs_reduce_rows(dst, parts, x, SumOp(), pre, post);
+}
+template <class S, int N, class Pre = NoMap, class Post = NoMap>
+__device__ __forceinline__ void regs_reduce_max(float* dst, float* parts, const Elements<S, N>& x, Pre pre = {},
+                                                Post post = {}) {
+  regs_reduce_rows(dst, parts, x, MaxOp(), pre, post);
+}
+
 // dst = a ‖ b along dim DIM.
 template <class S, class SA, class SB, int DIM, class TD, class TA, class TB>
 __device__ __forceinline__ void concat(TD* dst, const TA* a, const TB* b) {

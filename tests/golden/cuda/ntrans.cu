@@ -7,11 +7,11 @@
 //   Y: output f16[8,4096]
 //   workspace: workspace 262144 bytes
 // Kernels, in launch order:
-//   ntrans_k0_HN grid [8,1,1] block [512,1,1] shared 24592 B  node 'HN' (examples/ntrans.mg:4:8)
-//   ntrans_k1_D grid [8,4,1] block [512,1,1] shared 8192 B  node 'D' (examples/ntrans.mg:5:7)
-//   ntrans_k2_AD grid [8,4,1] block [512,1,1] shared 8192 B  node 'AD' (examples/ntrans.mg:6:8)
-//   ntrans_k3_Z grid [8,4,1] block [512,1,1] shared 8192 B  node 'Z' (examples/ntrans.mg:7:7)
-//   ntrans_k4_Y grid [8,1,1] block [512,1,1] shared 24592 B  node 'Y' (examples/ntrans.mg:8:7)
+//   ntrans_k0_HN grid [8,1,1] block [512,1,1] shared 80 B  node 'HN' (examples/ntrans.mg:4:8)
+//   ntrans_k1_D grid [8,4,1] block [512,1,1] shared 0 B  node 'D' (examples/ntrans.mg:5:7)
+//   ntrans_k2_AD grid [8,4,1] block [512,1,1] shared 0 B  node 'AD' (examples/ntrans.mg:6:8)
+//   ntrans_k3_Z grid [8,4,1] block [512,1,1] shared 0 B  node 'Z' (examples/ntrans.mg:7:7)
+//   ntrans_k4_Y grid [8,1,1] block [512,1,1] shared 80 B  node 'Y' (examples/ntrans.mg:8:7)
 //
 // kernel ntrans(H: f16[8,4096], X: f16[8,4096], alpha: f16[8,4096]) {
 //   HN = block(H) grid=[8,1,1] threads=128 loop=1 {
@@ -55,35 +55,33 @@
 
 // ---- kernel 0: node 'HN' (examples/ntrans.mg:4:8)
 // HN = rms_norm(H, dim=1)
-// grid [8,1,1], 512 threads, 24592 bytes of shared memory, loop of 1
+// grid [8,1,1], 512 threads, 80 bytes of shared memory, loop of 1
 extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k0_HN(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   mg::assume_threads<512>();
   const long long bx = blockIdx.x;
   mg::f16* const g_HN = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[8,4096]
   using S_x = mg::Shape<1, 1, 1, 4096>;
-  mg::f16* const t_x = reinterpret_cast<mg::f16*>(mg_smem + 16384);  // f16[1,4096]
+  mg::Elements<S_x, 512> r_x;  // f32[1,4096] in registers, each thread its elementwise statements' runs
   using S_y_rms = mg::Shape<1, 1, 1, 1>;
-  float* const t_y_rms = reinterpret_cast<float*>(mg_smem + 24576);  // f32[1,1]
+  float* const t_y_rms = reinterpret_cast<float*>(mg_smem + 64);  // f32[1,1]
   using S_y = mg::Shape<1, 1, 1, 4096>;
-  float* const t_y = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,4096]
+  mg::Elements<S_y, 512> r_y;  // f32[1,4096] in registers, each thread its elementwise statements' runs
   using S_y_rms_parts = mg::Shape<1, 1, 1, 16>;
   float* const t_y_rms_parts = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,16]
   // x = iter(H, imap=[0,-,-])  [examples/ntrans.mg:4:8]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_x, p_H, 0, 0, bx, 0, 0.0f);
-  __syncthreads();
+  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(r_x, p_H, 0, 0, bx, 0, 0.0f);
   // y = rms_norm(x, dim=1)  [examples/ntrans.mg:4:8]
-  mg::team_reduce_sum<S_x, S_y_rms, 3, 1, 16>(t_y_rms, t_y_rms_parts, t_x, [](float x) { return x * x; }, [](float x) { x = x * 0.00024414062f; x = x + 1e-06f; return rsqrtf(x); });
+  mg::regs_reduce_sum(t_y_rms, t_y_rms_parts, r_x, [](float x) { return x * x; }, [](float x) { x = x * 0.00024414062f; x = x + 1e-06f; return rsqrtf(x); });
   __syncthreads();
-  mg::binary<S_y, S_x, S_y_rms>(t_y, t_x, t_y_rms, [](float x, float y) { return x * y; });
-  __syncthreads();
+  mg::regs_binary(r_y, r_x, mg::smem<S_y_rms>(t_y_rms), [](float x, float y) { return x * y; });
   // save(acc, omap=[0,-,-])  [examples/ntrans.mg:4:8]
-  mg::store<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(g_HN, t_y, 0, 0, bx, 0);
+  mg::store_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(g_HN, r_y, 0, 0, bx, 0);
 }
 
 // ---- kernel 1: node 'D' (examples/ntrans.mg:5:7)
 // D = sub(HN, X)
-// grid [8,4,1], 512 threads, 8192 bytes of shared memory, loop of 1
+// grid [8,4,1], 512 threads, 0 bytes of shared memory, loop of 1
 extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k1_D(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   mg::assume_threads<512>();
@@ -91,27 +89,24 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k1_D(const mg::f16* 
   mg::f16* const g_HN = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[8,4096]
   mg::f16* const g_D = reinterpret_cast<mg::f16*>(p_workspace + 65536);  // f16[8,4096]
   using S_x = mg::Shape<1, 1, 1, 1024>;
-  mg::f16* const t_x = reinterpret_cast<mg::f16*>(mg_smem + 4096);  // f16[1,1024]
+  mg::Elements<S_x, 512> r_x;  // f32[1,1024] in registers, each thread its elementwise statements' runs
   using S_y = mg::Shape<1, 1, 1, 1024>;
-  mg::f16* const t_y = reinterpret_cast<mg::f16*>(mg_smem + 6144);  // f16[1,1024]
+  mg::Elements<S_y, 512> r_y;  // f32[1,1024] in registers, each thread its elementwise statements' runs
   using S_z = mg::Shape<1, 1, 1, 1024>;
-  float* const t_z = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,1024]
+  mg::Elements<S_z, 512> r_z;  // f32[1,1024] in registers, each thread its elementwise statements' runs
   // x = iter(HN, imap=[0,1,-])  [examples/ntrans.mg:5:7]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async_batch>(t_x, g_HN, 0, 0, bx, by * 1024, 0.0f);
+  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(r_x, g_HN, 0, 0, bx, by * 1024, 0.0f);
   // y = iter(X, imap=[0,1,-])  [examples/ntrans.mg:5:7]
-  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async_batch>(t_y, p_X, 0, 0, bx, by * 1024, 0.0f);
-  mg::async_wait<0>();
-  __syncthreads();
+  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(r_y, p_X, 0, 0, bx, by * 1024, 0.0f);
   // z = sub(x, y)  [examples/ntrans.mg:5:7]
-  mg::binary<S_z, S_x, S_y>(t_z, t_x, t_y, [](float x, float y) { return x - y; });
-  __syncthreads();
+  mg::regs_binary(r_z, r_x, r_y, [](float x, float y) { return x - y; });
   // save(acc, omap=[0,1,-])  [examples/ntrans.mg:5:7]
-  mg::store<S_z, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(g_D, t_z, 0, 0, bx, by * 1024);
+  mg::store_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(g_D, r_z, 0, 0, bx, by * 1024);
 }
 
 // ---- kernel 2: node 'AD' (examples/ntrans.mg:6:8)
 // AD = mul(alpha, D)
-// grid [8,4,1], 512 threads, 8192 bytes of shared memory, loop of 1
+// grid [8,4,1], 512 threads, 0 bytes of shared memory, loop of 1
 extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k2_AD(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   mg::assume_threads<512>();
@@ -119,27 +114,24 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k2_AD(const mg::f16*
   mg::f16* const g_D = reinterpret_cast<mg::f16*>(p_workspace + 65536);  // f16[8,4096]
   mg::f16* const g_AD = reinterpret_cast<mg::f16*>(p_workspace + 131072);  // f16[8,4096]
   using S_x = mg::Shape<1, 1, 1, 1024>;
-  mg::f16* const t_x = reinterpret_cast<mg::f16*>(mg_smem + 4096);  // f16[1,1024]
+  mg::Elements<S_x, 512> r_x;  // f32[1,1024] in registers, each thread its elementwise statements' runs
   using S_y = mg::Shape<1, 1, 1, 1024>;
-  mg::f16* const t_y = reinterpret_cast<mg::f16*>(mg_smem + 6144);  // f16[1,1024]
+  mg::Elements<S_y, 512> r_y;  // f32[1,1024] in registers, each thread its elementwise statements' runs
   using S_z = mg::Shape<1, 1, 1, 1024>;
-  float* const t_z = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,1024]
+  mg::Elements<S_z, 512> r_z;  // f32[1,1024] in registers, each thread its elementwise statements' runs
   // x = iter(alpha, imap=[0,1,-])  [examples/ntrans.mg:6:8]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async_batch>(t_x, p_alpha, 0, 0, bx, by * 1024, 0.0f);
+  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(r_x, p_alpha, 0, 0, bx, by * 1024, 0.0f);
   // y = iter(D, imap=[0,1,-])  [examples/ntrans.mg:6:8]
-  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async_batch>(t_y, g_D, 0, 0, bx, by * 1024, 0.0f);
-  mg::async_wait<0>();
-  __syncthreads();
+  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(r_y, g_D, 0, 0, bx, by * 1024, 0.0f);
   // z = mul(x, y)  [examples/ntrans.mg:6:8]
-  mg::binary<S_z, S_x, S_y>(t_z, t_x, t_y, [](float x, float y) { return x * y; });
-  __syncthreads();
+  mg::regs_binary(r_z, r_x, r_y, [](float x, float y) { return x * y; });
   // save(acc, omap=[0,1,-])  [examples/ntrans.mg:6:8]
-  mg::store<S_z, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(g_AD, t_z, 0, 0, bx, by * 1024);
+  mg::store_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(g_AD, r_z, 0, 0, bx, by * 1024);
 }
 
 // ---- kernel 3: node 'Z' (examples/ntrans.mg:7:7)
 // Z = add(X, AD)
-// grid [8,4,1], 512 threads, 8192 bytes of shared memory, loop of 1
+// grid [8,4,1], 512 threads, 0 bytes of shared memory, loop of 1
 extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k3_Z(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   mg::assume_threads<512>();
@@ -147,48 +139,43 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k3_Z(const mg::f16* 
   mg::f16* const g_AD = reinterpret_cast<mg::f16*>(p_workspace + 131072);  // f16[8,4096]
   mg::f16* const g_Z = reinterpret_cast<mg::f16*>(p_workspace + 196608);  // f16[8,4096]
   using S_x = mg::Shape<1, 1, 1, 1024>;
-  mg::f16* const t_x = reinterpret_cast<mg::f16*>(mg_smem + 4096);  // f16[1,1024]
+  mg::Elements<S_x, 512> r_x;  // f32[1,1024] in registers, each thread its elementwise statements' runs
   using S_y = mg::Shape<1, 1, 1, 1024>;
-  mg::f16* const t_y = reinterpret_cast<mg::f16*>(mg_smem + 6144);  // f16[1,1024]
+  mg::Elements<S_y, 512> r_y;  // f32[1,1024] in registers, each thread its elementwise statements' runs
   using S_z = mg::Shape<1, 1, 1, 1024>;
-  float* const t_z = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,1024]
+  mg::Elements<S_z, 512> r_z;  // f32[1,1024] in registers, each thread its elementwise statements' runs
   // x = iter(X, imap=[0,1,-])  [examples/ntrans.mg:7:7]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async_batch>(t_x, p_X, 0, 0, bx, by * 1024, 0.0f);
+  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(r_x, p_X, 0, 0, bx, by * 1024, 0.0f);
   // y = iter(AD, imap=[0,1,-])  [examples/ntrans.mg:7:7]
-  mg::load<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async_batch>(t_y, g_AD, 0, 0, bx, by * 1024, 0.0f);
-  mg::async_wait<0>();
-  __syncthreads();
+  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(r_y, g_AD, 0, 0, bx, by * 1024, 0.0f);
   // z = add(x, y)  [examples/ntrans.mg:7:7]
-  mg::binary<S_z, S_x, S_y>(t_z, t_x, t_y, [](float x, float y) { return x + y; });
-  __syncthreads();
+  mg::regs_binary(r_z, r_x, r_y, [](float x, float y) { return x + y; });
   // save(acc, omap=[0,1,-])  [examples/ntrans.mg:7:7]
-  mg::store<S_z, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(g_Z, t_z, 0, 0, bx, by * 1024);
+  mg::store_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(g_Z, r_z, 0, 0, bx, by * 1024);
 }
 
 // ---- kernel 4: node 'Y' (examples/ntrans.mg:8:7)
 // Y = rms_norm(Z, dim=1)
-// grid [8,1,1], 512 threads, 24592 bytes of shared memory, loop of 1
+// grid [8,1,1], 512 threads, 80 bytes of shared memory, loop of 1
 extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k4_Y(const mg::f16* __restrict__ p_H, const mg::f16* __restrict__ p_X, const mg::f16* __restrict__ p_alpha, mg::f16* __restrict__ p_Y, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   mg::assume_threads<512>();
   const long long bx = blockIdx.x;
   mg::f16* const g_Z = reinterpret_cast<mg::f16*>(p_workspace + 196608);  // f16[8,4096]
   using S_x = mg::Shape<1, 1, 1, 4096>;
-  mg::f16* const t_x = reinterpret_cast<mg::f16*>(mg_smem + 16384);  // f16[1,4096]
+  mg::Elements<S_x, 512> r_x;  // f32[1,4096] in registers, each thread its elementwise statements' runs
   using S_y_rms = mg::Shape<1, 1, 1, 1>;
-  float* const t_y_rms = reinterpret_cast<float*>(mg_smem + 24576);  // f32[1,1]
+  float* const t_y_rms = reinterpret_cast<float*>(mg_smem + 64);  // f32[1,1]
   using S_y = mg::Shape<1, 1, 1, 4096>;
-  float* const t_y = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,4096]
+  mg::Elements<S_y, 512> r_y;  // f32[1,4096] in registers, each thread its elementwise statements' runs
   using S_y_rms_parts = mg::Shape<1, 1, 1, 16>;
   float* const t_y_rms_parts = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,16]
   // x = iter(Z, imap=[0,-,-])  [examples/ntrans.mg:8:7]
-  mg::load<S_x, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16, mg::copy_async>(t_x, g_Z, 0, 0, bx, 0, 0.0f);
-  __syncthreads();
+  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(r_x, g_Z, 0, 0, bx, 0, 0.0f);
   // y = rms_norm(x, dim=1)  [examples/ntrans.mg:8:7]
-  mg::team_reduce_sum<S_x, S_y_rms, 3, 1, 16>(t_y_rms, t_y_rms_parts, t_x, [](float x) { return x * x; }, [](float x) { x = x * 0.00024414062f; x = x + 1e-06f; return rsqrtf(x); });
+  mg::regs_reduce_sum(t_y_rms, t_y_rms_parts, r_x, [](float x) { return x * x; }, [](float x) { x = x * 0.00024414062f; x = x + 1e-06f; return rsqrtf(x); });
   __syncthreads();
-  mg::binary<S_y, S_x, S_y_rms>(t_y, t_x, t_y_rms, [](float x, float y) { return x * y; });
-  __syncthreads();
+  mg::regs_binary(r_y, r_x, mg::smem<S_y_rms>(t_y_rms), [](float x, float y) { return x * y; });
   // save(acc, omap=[0,-,-])  [examples/ntrans.mg:8:7]
-  mg::store<S_y, mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(p_Y, t_y, 0, 0, bx, 0);
+  mg::store_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(p_Y, r_y, 0, 0, bx, 0);
 }
