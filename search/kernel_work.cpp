@@ -288,6 +288,32 @@ int64_t split_k_turns(OpKind kind, std::span<const TensorType> in, const TensorT
   return targets::accumulators_fit(t, tiling) ? tiling.k_split - 1 : 0;
 }
 
+// Whether the lowering keeps an elementwise op's or rms_norm's result in registers, each thread the runs of the
+// last dim it computes (pass keep_elements_in_registers, restated in its essentials): every reader an elementwise
+// op of the same shape, a reduction or rms_norm of whole rows whose runs a warp holds within one row, a save, or the
+// accumulator of a loop of one (the same tile); and a thread's share within the registers' rule for one tile. Its
+// statements then make no pass over shared memory and need no barrier of their own.
+bool held_in_elements(const Graph& body, const Node& nd, OpKind kind, const TensorType& out,
+                      const std::vector<std::vector<const Node*>>& readers, int64_t loop, int64_t threads,
+                      const targets::Target& t) {
+  if ((kind != OpKind::Unary && kind != OpKind::Binary && kind != OpKind::Norm) || nd.num_results != 1) return false;
+  const int64_t last = out.dim(out.rank - 1);
+  const int64_t run = last % 8 == 0 ? 8 : last % 4 == 0 ? 4 : last % 2 == 0 ? 2 : 1;  // mg::run_length
+  const int64_t regs = (out.numel() / run + threads - 1) / threads * run;
+  if (!targets::register_tiles_fit(t, regs, regs) || threads % t.execution.warp_size != 0) return false;
+  for (const Node* r : readers[body.result(nd)]) {
+    const OpKind rk = ir::op_info(r->op).kind;
+    const auto rout = result_types(body, *r);
+    const bool whole_rows = r->attrs.dim == out.rank - 1 && std::max<int64_t>(r->attrs.to, 1) == 1 &&
+                            last % (run * t.execution.warp_size) == 0;
+    const bool ok = ((rk == OpKind::Unary || rk == OpKind::Binary) && std::ranges::equal(rout[0].shape(), out.shape())) ||
+                    ((rk == OpKind::Reduce || rk == OpKind::Norm) && whole_rows) || rk == OpKind::Save ||
+                    (rk == OpKind::Accum && loop == 1);
+    if (!ok) return false;
+  }
+  return true;
+}
+
 // Whether the lowering keeps node nd's result in registers across the for-loop, so that neither it nor the
 // accumulator reading it needs a barrier of its own: a matmul whose accumulators fit (pass keep_matmuls_in_
 // registers), or a reduction whose one reader is an accumulator of the same fold, with each thread's parts fitting
@@ -416,6 +442,8 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
                         kept_across_loop(body, nd, kind, in, out[0], f, readers, p.loop, warps, k.threads, t);
     const bool across_acc = !epi && kind == OpKind::Accum && !ops.empty() && in_loop_regs[ops[0]];
     const Folding fold = rows || across_acc ? Folding::none : folding(body, nd, kind, readers);
+    const bool elements = !rows && !across && !across_acc && fold == Folding::none &&
+                          held_in_elements(body, nd, kind, out[0], readers, p.loop, k.threads, t);
     // A fold's arithmetic (with a unary folded into its reads) is a thread's own, at the registers' rate.
     bool feeds_fold = false;
     if (!epi && fold == Folding::into_reader) {
@@ -425,19 +453,22 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
       feeds_fold = kept_across_loop(body, reader, ir::op_info(reader.op).kind, rin, rout[0],
                                     op_flops(reader.op, rin, rout, t), readers, p.loop, warps, k.threads, t);
     }
-    add_flops(w, f, blocks * static_cast<double>(epi ? 1 : p.loop), rows || across || across_acc || feeds_fold, t);
-    if (!rows && !across && !across_acc && fold == Folding::none)
+    add_flops(w, f, blocks * static_cast<double>(epi ? 1 : p.loop),
+              rows || across || across_acc || feeds_fold || elements, t);
+    if (!rows && !across && !across_acc && !elements && fold == Folding::none)
       for (const auto& o : out) smem += static_cast<double>(o.numel() * ir::dtype_bytes(kComputeType));
-    // A statement in registers works on its own rows: it needs no barrier level of its own; a unary folded into a
-    // neighbour's pass neither. rms_norm is two passes (the sum of squares, then the scaling).
-    const int64_t level_of = rows || across || across_acc    ? std::max<int64_t>(d, 1)
-                             : fold == Folding::into_writer  ? std::max<int64_t>(d, 1)
-                             : fold == Folding::into_reader  ? d
-                             : kind == OpKind::Norm          ? d + 2
+    // A statement in registers works on its own rows (or elements): it needs no barrier level of its own; a unary
+    // folded into a neighbour's pass neither. rms_norm is two passes (the sum of squares, then the scaling); held in
+    // elements only its sum publishes through shared memory.
+    const bool own_elements = elements && kind != OpKind::Norm;
+    const int64_t level_of = rows || across || across_acc || own_elements ? std::max<int64_t>(d, 1)
+                             : fold == Folding::into_writer                ? std::max<int64_t>(d, 1)
+                             : fold == Folding::into_reader                ? d
+                             : kind == OpKind::Norm                        ? d + (elements ? 1 : 2)
                                                              : d + 1 + split_k_turns(kind, in, out[0], f, warps, t);
     int64_t& level = epi ? epilogue_depth : loop_depth;
     level = std::max(level, level_of);
-    if (!rows && !across_acc && fold == Folding::none) {
+    if (!rows && !across_acc && !elements && fold == Folding::none) {
       double share = 0;
       for (const auto& x : in) share = std::max(share, static_cast<double>(x.numel()));
       share = std::max(share, static_cast<double>(out[0].numel())) / static_cast<double>(k.threads);

@@ -345,6 +345,35 @@ TEST(CostModel, FoldedUnariesAddNoBarrierLevel) {
   EXPECT_EQ(levels("    y = rms_norm(x, dim=1)\n    a = acc_sum(y)\n"), folded);
 }
 
+// A chain of elementwise ops whose every reader takes registers (the lowering's element layout) makes no pass over
+// shared memory and adds no barrier level; a reader that needs the tile in shared memory (a reduction to groups
+// inside rows) brings both back.
+TEST(CostModel, ElementwiseChainsInRegistersAddNoBarrierLevel) {
+  auto kernel = [](const std::string& body) {
+    return cost("kernel f(X: f16[8,4096], Z: f16[8,4096]) {\n"
+                "  Y = block(X, Z) grid=[8,1,1] threads=512 loop=1 {\n"
+                "    x = iter(X, imap=[0,-,-])\n"
+                "    z = iter(Z, imap=[0,-,-])\n"
+                "    d = sub(x, z)\n"
+                "    e = mul(d, x)\n" +
+                body +
+                "    save(a, omap=[0,-,-])\n"
+                "  }\n"
+                "  return Y\n"
+                "}\n")
+        .kernels[0];
+  };
+  // The loads' level and the accumulator's (the output's) only.
+  const search::KernelCost chain = kernel("    a = acc_sum(e)\n");
+  EXPECT_EQ(chain.barriers_per_block, 2);
+  EXPECT_EQ(chain.pass_elements_per_block, 4096 / 512);
+  // e read by a reduction to two groups per row: e, and so d, in shared memory, a pass and a level each.
+  const search::KernelCost grouped =
+      kernel("    g = reduce_sum(e, dim=1, to=2)\n    r = reduce_sum(g, dim=1)\n    y = div(e, r)\n    a = acc_sum(y)\n");
+  EXPECT_GE(grouped.barriers_per_block, chain.barriers_per_block + 2);
+  EXPECT_GE(grouped.pass_elements_per_block, chain.pass_elements_per_block + 2 * 4096 / 512);
+}
+
 // Memory and compute overlap imperfectly: a one-wave kernel's throughput time is the longer of the two plus
 // overlap_miss of the shorter. A pipelined loop's barrier chain counts as compute, and one stage's memory time and
 // one iteration's share of compute show (the first stage lands before any math, the last iteration's math follows
