@@ -1,4 +1,4 @@
-// Pass 6e of the lowering (docs/lowering.md, "The thread level"): tiles held in registers by the threads that
+// Pass 6d of the lowering (docs/lowering.md, "The thread level"): tiles held in registers by the threads that
 // compute their elements.
 //
 // An elementwise statement over shared memory deals its result's elements to threads in runs along the last dim

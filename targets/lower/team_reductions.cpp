@@ -1,4 +1,4 @@
-// Pass 6d of the lowering (docs/lowering.md, "The thread level"): reductions of fewer outputs than the block has
+// Pass 6e of the lowering (docs/lowering.md, "The thread level"): reductions of fewer outputs than the block has
 // warps fold each output by a team of warps. A warp per output (choose_instructions' by_warps) leaves the other
 // warps idle while it walks the whole group: nTrans's row norms, one [1, 4096] row per block of sixteen warps, ran
 // on one warp. A team of up to warps / outputs warps strides the group together, each warp folds its lanes by
@@ -11,15 +11,25 @@ namespace morgana::lower {
 
 namespace {
 
-// The largest power of two of warps per output such that every output has its team, every lane of a team has an
-// element of the group to start from, and a warp's lanes can combine the team's folds; 1 when no team of two fits.
-int64_t team_size(const Kernel& k, const Stmt& s, int64_t warp) {
+// The power of two of warps per output that folds fastest by the target's cost constants: a lane folds
+// groups / (warp x team) elements (pass_element_ns each) and a team pays one barrier (barrier_ns) more; every
+// output must have its team, every lane of a team an element of the group to start from, and a warp's lanes must
+// be able to combine the team's folds. 1 when no team beats a warp (attention_decode's rows of 256 scores: a team of
+// four warps made each of its 16 iterations wait at one more barrier, 58.7 -> 62.0 us on the H100; nTrans's rows
+// of 4096 gain from sixteen).
+int64_t team_size(const Kernel& k, const Stmt& s, const targets::Target& target) {
+  const int64_t warp = target.execution.warp_size;
   const Tile& x = k.tiles[static_cast<size_t>(s.a)];
   const int64_t outputs = k.tiles[static_cast<size_t>(s.dst)].numel();
   const int64_t groups = x.shape[static_cast<size_t>(s.dim)] / s.to, warps = k.block[0] / warp;
-  int64_t team = 1;
-  while (outputs * team * 2 <= warps && groups >= team * 2 * warp && team * 2 <= warp) team *= 2;
-  return team;
+  auto time_ns = [&](int64_t team) {
+    return static_cast<double>(groups) / static_cast<double>(warp * team) * target.cost.pass_element_ns +
+           (team > 1 ? target.cost.barrier_ns : 0.0);
+  };
+  int64_t best = 1;
+  for (int64_t team = 2; outputs * team <= warps && groups >= team * warp && team <= warp; team *= 2)
+    if (time_ns(team) < time_ns(best)) best = team;
+  return best;
 }
 
 }  // namespace
@@ -36,7 +46,7 @@ void fold_by_teams(Kernel& k, const targets::Target& target) {
       if (k.tiles[static_cast<size_t>(s.dst)].space != Space::shared ||
           k.tiles[static_cast<size_t>(s.a)].space != Space::shared)
         continue;
-      const int64_t team = team_size(k, s, warp);
+      const int64_t team = team_size(k, s, target);
       if (team < 2) continue;
       Kernel with = k;
       Tile parts;

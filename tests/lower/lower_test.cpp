@@ -510,6 +510,16 @@ TEST(Lower, FewOutputReductionsFoldByTeamsOfWarps) {
   EXPECT_EQ(reduce2->team, 4) << lower::print(q);
   expect_matches_reference(two_rows, q, 8, "Y");
 
+  // Groups of 256 (a warp's lanes fold eight elements each): a team's barrier costs more than it saves.
+  ir::Graph short_groups = std::move(ir::parse_module(std::regex_replace(
+      std::regex_replace(kGroups, std::regex("f16\\[8,4096\\]"), "f16[8,512]"), std::regex("GRID"), "8"))
+                                         .programs[0]);
+  lower::LoweredProgram sg = lower::lower(short_groups, h100);
+  const lower::Stmt* reduce_short = find_stmt(sg.kernels[0].prologue, lower::StmtKind::Reduce);
+  ASSERT_NE(reduce_short, nullptr) << lower::print(sg);
+  EXPECT_TRUE(reduce_short->by_warps);
+  EXPECT_EQ(reduce_short->team, 1) << lower::print(sg);
+
   // Eight rows, sixteen outputs for sixteen warps: a warp each, no shared tile.
   ir::Graph rows = std::move(ir::parse_module(std::regex_replace(
       std::regex_replace(kGroups, std::regex("f16\\[8,4096\\]"), "f16[8,1024]"), std::regex("GRID"), "1"))
