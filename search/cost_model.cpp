@@ -105,7 +105,14 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
   // on the same SM run their chains side by side, each as long (measured: two co-resident blocks of half the work
   // each are no faster than one). A pipelined loop runs its chain while the next iterations' loads are in flight,
   // so the chain overlaps the memory time like compute does; an unpipelined one waits for its loads, then runs it.
-  const double chain_s = (static_cast<double>(k.barriers_per_block) * t.cost.barrier_ns +
+  // A pipelined loop whose blocks are each alone on their SM (one busy block per SM) waits at its barriers with
+  // nothing else to issue: each costs lone_barrier_ns (measured on the H100: attention_decode's P·V as 128 blocks
+  // of 4 warps, one per SM, ran 1.16 us longer per extra iteration of its seven barrier levels, ~165 ns a level,
+  // where barrier_ns, fitted over kernels of several resident blocks, says 100).
+  k.alone = k.stages > 1 &&
+            std::min<int64_t>(k.blocks_per_sm, (k.blocks + t.execution.sms - 1) / t.execution.sms) == 1;
+  const double barrier_ns = k.alone && t.cost.lone_barrier_ns > 0 ? t.cost.lone_barrier_ns : t.cost.barrier_ns;
+  const double chain_s = (static_cast<double>(k.barriers_per_block) * barrier_ns +
                           k.pass_elements_per_block * t.cost.pass_element_ns) *
                          1e-9;
   double throughput_s = 0, memory_s = 0, compute_s = 0, stream_s = 0;
@@ -114,13 +121,7 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
     memory_s += count * wt.memory_s;
     compute_s += count * wt.compute_s;
     stream_s += count * wt.stream_s;
-    // A pipelined loop's barrier chain overlaps memory like compute does, except where a block is alone on its SM:
-    // while it waits at its barriers no other block issues work, and the chain shows whole (attention_decode's P·V
-    // as 128 blocks of one per SM on the H100: 16 iterations of 256 keys ran ~4 us longer than 8 of 512, the
-    // difference of their chains; offline over the timed candidates of four bench runs, summed log-regret of the
-    // picks 0.34 -> 0.26 and 0.27 -> 0.21).
-    const bool chain_shows = k.stages > 1 && k.blocks_per_sm == 1;
-    const double busy = wt.compute_s + (k.stages > 1 && !chain_shows ? chain_s : 0);
+    const double busy = wt.compute_s + (k.stages > 1 ? chain_s : 0);
     // Memory and compute overlap, but not perfectly: a fraction of the shorter one shows (overlap_miss). Without a
     // pipeline, a block's loads overlap only other blocks' math: with b blocks resident per SM, at least 1/b of the
     // shorter one shows (measured on the H100: attention_decode's Q·K as one unpipelined 128 KiB block per SM in
@@ -130,9 +131,8 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
     // A pipelined loop's first stage lands before any math starts, and its last iteration computes after its
     // copies land: one stage's memory time and one iteration's math show (rmsnorm_linear on the H100: 32 iterations
     // of 128 rows 20.9 us, 16 of 256 rows 22.6, 4 of 1024 rows 23.6; gated_mlp at 8, 16, 32: 28.3, 28.2, 27.5).
-    const double drain = k.stages > 1 ? (wt.compute_s + chain_s + wt.memory_s) / static_cast<double>(k.loop) : 0;
-    const double overlapped =
-        std::max(wt.memory_s, busy) + miss * std::min(wt.memory_s, busy) + (chain_shows ? chain_s : 0) + drain;
+    const double drain = k.stages > 1 ? (busy + wt.memory_s) / static_cast<double>(k.loop) : 0;
+    const double overlapped = std::max(wt.memory_s, busy) + miss * std::min(wt.memory_s, busy) + drain;
     throughput_s += count * std::max(overlapped, wt.stream_s);
   };
   if (full > 0) add(per_wave, static_cast<double>(full));
@@ -181,19 +181,17 @@ std::string Cost::str() const {
              k.smem_fill_bytes * 1e-6);
     s += fmt("   tensor %.4f GFLOP, vector %.4f GFLOP; ", k.tensor_flops * 1e-9, k.vector_flops * 1e-9) +
          std::to_string(k.barriers_per_block) + " barriers/block\n";
-    // A pipelined loop's barrier chain sits inside the max, beside compute, unless the block is alone on its SM
-    // (time_kernel).
+    // A pipelined loop's barrier chain sits inside the max, beside compute (time_kernel).
     const char* time_line =
-        k.stages > 1 && k.blocks_per_sm > 1
+        k.stages > 1
             ? "   time %.3f us = max per wave of (memory %.3f, compute %.3f + barriers %.3f) + load latency %.3f"
-        : k.stages > 1
-            ? "   time %.3f us = max per wave of (memory %.3f, compute %.3f) + barriers %.3f (one block per SM, "
-              "beside its loads) + load latency %.3f"
             : "   time %.3f us = max per wave of (memory %.3f, compute %.3f) + barriers %.3f + load latency %.3f";
     s += fmt(time_line, k.time_us, k.memory_us, k.compute_us, k.barrier_us, k.latency_us) +
          fmt(" + launch %.3f\n", k.launch_us) +
          (k.stream_us > 0 ? fmt("   warps' stream floor %.3f us (per wave, at least)\n", k.stream_us) : "") +
-         (k.stages > 1 ? "   loads pipelined, " + std::to_string(k.stages) + " buffers\n" : "");
+         (k.stages > 1 ? "   loads pipelined, " + std::to_string(k.stages) + " buffers" +
+                             (k.alone ? "; one block per SM: barriers at lone_barrier_ns" : "") + "\n"
+                       : "");
   }
   return s;
 }
