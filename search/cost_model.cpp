@@ -105,14 +105,7 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
   // on the same SM run their chains side by side, each as long (measured: two co-resident blocks of half the work
   // each are no faster than one). A pipelined loop runs its chain while the next iterations' loads are in flight,
   // so the chain overlaps the memory time like compute does; an unpipelined one waits for its loads, then runs it.
-  // A pipelined loop whose blocks are each alone on their SM (one busy block per SM) waits at its barriers with
-  // nothing else to issue: each costs lone_barrier_ns (measured on the H100: attention_decode's P·V as 128 blocks
-  // of 4 warps, one per SM, ran 1.16 us longer per extra iteration of its seven barrier levels, ~165 ns a level,
-  // where barrier_ns, fitted over kernels of several resident blocks, says 100).
-  k.alone = k.stages > 1 &&
-            std::min<int64_t>(k.blocks_per_sm, (k.blocks + t.execution.sms - 1) / t.execution.sms) == 1;
-  const double barrier_ns = k.alone && t.cost.lone_barrier_ns > 0 ? t.cost.lone_barrier_ns : t.cost.barrier_ns;
-  const double chain_s = (static_cast<double>(k.barriers_per_block) * barrier_ns +
+  const double chain_s = (static_cast<double>(k.barriers_per_block) * t.cost.barrier_ns +
                           k.pass_elements_per_block * t.cost.pass_element_ns) *
                          1e-9;
   double throughput_s = 0, memory_s = 0, compute_s = 0, stream_s = 0;
@@ -189,9 +182,7 @@ std::string Cost::str() const {
     s += fmt(time_line, k.time_us, k.memory_us, k.compute_us, k.barrier_us, k.latency_us) +
          fmt(" + launch %.3f\n", k.launch_us) +
          (k.stream_us > 0 ? fmt("   warps' stream floor %.3f us (per wave, at least)\n", k.stream_us) : "") +
-         (k.stages > 1 ? "   loads pipelined, " + std::to_string(k.stages) + " buffers" +
-                             (k.alone ? "; one block per SM: barriers at lone_barrier_ns" : "") + "\n"
-                       : "");
+         (k.stages > 1 ? "   loads pipelined, " + std::to_string(k.stages) + " buffers\n" : "");
   }
   return s;
 }

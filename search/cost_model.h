@@ -47,7 +47,6 @@ struct KernelCost {
   double stream_us = 0;   // the warps' stream limit (warp_stream_gbps, whole L2 lines), summed over waves: each
                           // wave's throughput time is at least its share
   double barrier_us = 0;
-  bool alone = false;  // pipelined, one busy block per SM: its barriers cost the target's lone_barrier_ns
   double latency_us = 0;  // waiting for loads: each iteration of an unpipelined loop, the prologue of a pipelined one
   double launch_us = 0;
   double time_us = 0;

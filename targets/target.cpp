@@ -133,7 +133,6 @@ const KeySpec<Target> kPeakKeys[] = {
 const KeySpec<Target> kCostKeys[] = {
     MG_KEY(cost, launch_overhead_us, required, positive, NoChoices()),
     MG_KEY(cost, barrier_ns, required, positive, NoChoices()),
-    MG_KEY(cost, lone_barrier_ns, optional, non_negative, NoChoices()),
     MG_KEY(cost, dram_efficiency, required, fraction, NoChoices()),
     MG_KEY(cost, tensor_efficiency, required, fraction, NoChoices()),
     MG_KEY(cost, l2_bandwidth_gbps, required, positive, NoChoices()),

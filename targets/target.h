@@ -111,8 +111,6 @@ struct Peak {
 struct Cost {
   double launch_overhead_us = 0;  // per extra kernel in a captured graph
   double barrier_ns = 0;          // one block-wide barrier
-  // A barrier of a pipelined block alone on its SM (no other block's work fills its waits); 0: barrier_ns (optional).
-  double lone_barrier_ns = 0;
   double dram_efficiency = 0;     // achievable fraction of dram_bandwidth_gbps
   double tensor_efficiency = 0;   // achievable fraction of the tensor peaks
   double l2_bandwidth_gbps = 0;   // device-wide
