@@ -1528,34 +1528,45 @@ __device__ __forceinline__ void run_of(float (&out)[V], const Smem<SA, TA>& a, i
   read_run<V, SA>(out, a.p, x);
 }
 
-// dst = the tile of src at origin (o0..o3) (elements outside along the masked dims read `pad`), each thread loading
-// its own runs straight into registers, VEC bytes per access (VEC / sizeof(T) divides V: both divide the last dim,
-// and lowering proved the alignment as for load).
-template <class G, int MASK, int VEC, class S, int N, class T>
-__device__ __forceinline__ void load_elems(Elements<S, N>& dst, const T* __restrict__ src, i64 o0, i64 o1, i64 o2,
-                                           i64 o3, float pad) {
-  typedef Elements<S, N> E;
-  constexpr int per = VEC > static_cast<int>(sizeof(T)) ? VEC / static_cast<int>(sizeof(T)) : 1;
-  static_assert(E::V % per == 0, "a vector never crosses a run");
+// Elements of T one global access of VEC bytes moves (1: element by element).
+template <int VEC, class T>
+__host__ __device__ constexpr int vector_elements() {
+  return VEC > static_cast<int>(sizeof(T)) ? VEC / static_cast<int>(sizeof(T)) : 1;
+}
+
+// fn(j, u, g) for each vector of PER elements of this thread's runs of E (an mg::Elements) placed at origin
+// (o0..o3) of tensor G: run j, first element u of the run, and that element's index g in G. PER divides V: both
+// divide the last dim, and lowering proved the alignment as for load.
+template <class E, class G, int PER, class Fn>
+__device__ __forceinline__ void for_each_vector(i64 o0, i64 o1, i64 o2, i64 o3, Fn fn) {
+  static_assert(E::V % PER == 0, "a vector never crosses a run");
 #pragma unroll
   for (int j = 0; j < E::per; ++j) {
     if (!E::has(j)) continue;
-    const Idx x = unflatten<S>(E::run(j) * E::V);
+    const Idx x = unflatten<typename E::shape>(E::run(j) * E::V);
 #pragma unroll
-    for (int u = 0; u < E::V; u += per) {
-      const GlobalIdx<G> g(o0, o1, o2, o3, Idx{x.i0, x.i1, x.i2, x.i3 + u});
-      if (!g.template inside<MASK>()) {
-#pragma unroll
-        for (int w = 0; w < per; ++w) dst.v[j][u + w] = pad;
-      } else if constexpr (per > 1) {
-        const Run<per, T> r = *reinterpret_cast<const Run<per, T>*>(src + g.offset());
-#pragma unroll
-        for (int w = 0; w < per; ++w) dst.v[j][u + w] = to_f32(r.v[w]);
-      } else {
-        dst.v[j][u] = to_f32(src[g.offset()]);
-      }
-    }
+    for (int u = 0; u < E::V; u += PER) fn(j, u, GlobalIdx<G>(o0, o1, o2, o3, Idx{x.i0, x.i1, x.i2, x.i3 + u}));
   }
+}
+
+// dst = the tile of src at origin (o0..o3) (elements outside along the masked dims read `pad`), each thread loading
+// its own runs straight into registers, VEC bytes per access.
+template <class G, int MASK, int VEC, class S, int N, class T>
+__device__ __forceinline__ void load_elems(Elements<S, N>& dst, const T* __restrict__ src, i64 o0, i64 o1, i64 o2,
+                                           i64 o3, float pad) {
+  constexpr int per = vector_elements<VEC, T>();
+  for_each_vector<Elements<S, N>, G, per>(o0, o1, o2, o3, [&](int j, int u, const GlobalIdx<G>& g) {
+    if (!g.template inside<MASK>()) {
+#pragma unroll
+      for (int w = 0; w < per; ++w) dst.v[j][u + w] = pad;
+    } else if constexpr (per > 1) {
+      const Run<per, T> r = *reinterpret_cast<const Run<per, T>*>(src + g.offset());
+#pragma unroll
+      for (int w = 0; w < per; ++w) dst.v[j][u + w] = to_f32(r.v[w]);
+    } else {
+      dst.v[j][u] = to_f32(src[g.offset()]);
+    }
+  });
 }
 
 // The tile written into dst at origin (o0..o3), converted to dst's type, each thread storing its own runs; elements
@@ -1563,30 +1574,21 @@ __device__ __forceinline__ void load_elems(Elements<S, N>& dst, const T* __restr
 template <class G, int MASK, int VEC, class U, class S, int N>
 __device__ __forceinline__ void store_elems(U* __restrict__ dst, const Elements<S, N>& src, i64 o0, i64 o1, i64 o2,
                                             i64 o3) {
-  typedef Elements<S, N> E;
-  constexpr int per = VEC > static_cast<int>(sizeof(U)) ? VEC / static_cast<int>(sizeof(U)) : 1;
-  static_assert(E::V % per == 0, "a vector never crosses a run");
+  constexpr int per = vector_elements<VEC, U>();
+  for_each_vector<Elements<S, N>, G, per>(o0, o1, o2, o3, [&](int j, int u, const GlobalIdx<G>& g) {
+    if (!g.template inside<MASK>()) return;
+    if constexpr (per > 1) {
+      unsigned w[VEC / 4];
 #pragma unroll
-  for (int j = 0; j < E::per; ++j) {
-    if (!E::has(j)) continue;
-    const Idx x = unflatten<S>(E::run(j) * E::V);
+      for (int q = 0; q < VEC / 4; ++q) w[q] = 0;
 #pragma unroll
-    for (int u = 0; u < E::V; u += per) {
-      const GlobalIdx<G> g(o0, o1, o2, o3, Idx{x.i0, x.i1, x.i2, x.i3 + u});
-      if (!g.template inside<MASK>()) continue;
-      if constexpr (per > 1) {
-        unsigned w[VEC / 4];
-#pragma unroll
-        for (int q = 0; q < VEC / 4; ++q) w[q] = 0;
-#pragma unroll
-        for (int q = 0; q < per; ++q)
-          w[q * sizeof(U) / 4] |= word_bits(from_f32<U>(src.v[j][u + q])) << (8 * (q * sizeof(U) % 4));
-        Vec<VEC>::store(dst + g.offset(), w);
-      } else {
-        dst[g.offset()] = from_f32<U>(src.v[j][u]);
-      }
+      for (int q = 0; q < per; ++q)
+        w[q * sizeof(U) / 4] |= word_bits(from_f32<U>(src.v[j][u + q])) << (8 * (q * sizeof(U) % 4));
+      Vec<VEC>::store(dst + g.offset(), w);
+    } else {
+      dst[g.offset()] = from_f32<U>(src.v[j][u]);
     }
-  }
+  });
 }
 
 template <class S, int N, class A, class Fn>
