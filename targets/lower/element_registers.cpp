@@ -89,9 +89,7 @@ class ElementTiles {
   bool drop_unfit() {
     std::set<int> drop;
     for (const Stmt* s : order_) {
-      std::vector<int> touched = stmt_writes(*s), reads = stmt_reads(*s);
-      touched.insert(touched.end(), reads.begin(), reads.end());
-      for (int t : touched)
+      for (int t : stmt_tiles(*s))
         if (in(t) && !fits(*s, t)) drop.insert(t);
     }
     for (int t : drop) candidates_.erase(t);
@@ -104,17 +102,7 @@ class ElementTiles {
     const auto n = static_cast<int64_t>(order_.size());
     const auto body_begin = static_cast<int64_t>(k_.prologue.size()),
                body_end = body_begin + static_cast<int64_t>(k_.body.size());
-    std::map<int, std::pair<int64_t, int64_t>> span;
-    for (int64_t i = 0; i < n; ++i) {
-      std::vector<int> touched = stmt_writes(*order_[static_cast<size_t>(i)]),
-                       reads = stmt_reads(*order_[static_cast<size_t>(i)]);
-      touched.insert(touched.end(), reads.begin(), reads.end());
-      for (int t : touched)
-        if (in(t)) {
-          auto [it, fresh] = span.emplace(t, std::make_pair(i, i));
-          it->second.second = std::max(it->second.second, i);
-        }
-    }
+    auto span = access_spans({order_.begin(), order_.end()}, [&](int t) { return in(t); });
     for (auto& [t, sp] : span)
       if (sp.first < body_end && sp.second >= body_begin)
         sp = {std::min(sp.first, body_begin), std::max(sp.second, body_end - 1)};

@@ -1,5 +1,7 @@
 #include "targets/lower/kernel_ir.h"
 
+#include <algorithm>
+
 #include "ir/printer.h"
 
 namespace morgana::lower {
@@ -80,6 +82,20 @@ std::vector<int> stmt_writes(const Stmt& s) {
   }
 }
 
+std::map<int, std::pair<int64_t, int64_t>> access_spans(const std::vector<const Stmt*>& order,
+                                                         const std::function<bool(int)>& keep) {
+  std::map<int, std::pair<int64_t, int64_t>> span;
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (int t : stmt_tiles(*order[i]))
+      if (keep(t)) {
+        const auto at = static_cast<int64_t>(i);
+        auto [it, fresh] = span.emplace(t, std::make_pair(at, at));
+        it->second.second = std::max(it->second.second, at);
+      }
+  }
+  return span;
+}
+
 std::optional<PrivateAccess> private_access(const Kernel& k, const Stmt& s, int tile) {
   if (s.kind != StmtKind::Unary && s.kind != StmtKind::Binary) return std::nullopt;
   if (tile != s.dst && tile != s.a && tile != s.b) return std::nullopt;
@@ -89,6 +105,12 @@ std::optional<PrivateAccess> private_access(const Kernel& k, const Stmt& s, int 
     if (x->space != Space::shared || x->swizzled || x->stages != 1) return std::nullopt;
   if (t.shape != d.shape) return std::nullopt;
   return PrivateAccess{d.shape, t.offset, ir::dtype_bytes(t.dtype)};
+}
+
+std::vector<int> stmt_tiles(const Stmt& s) {
+  std::vector<int> touched = stmt_writes(s), reads = stmt_reads(s);
+  touched.insert(touched.end(), reads.begin(), reads.end());
+  return touched;
 }
 
 bool reduces_whole_rows(const Kernel& k, const Stmt& s) {

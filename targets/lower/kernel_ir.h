@@ -13,6 +13,8 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -236,6 +238,13 @@ std::string_view stmt_name(StmtKind k);
 // Tiles a statement reads and writes (barriers none).
 std::vector<int> stmt_reads(const Stmt& s);
 std::vector<int> stmt_writes(const Stmt& s);
+// Both: the tiles a statement touches (writes first).
+std::vector<int> stmt_tiles(const Stmt& s);
+
+// For each tile `keep` accepts, the positions of its first and last access (read or write) among `order` (a kernel's
+// statements in order: prologue, body, epilogue), for the register passes' liveness.
+std::map<int, std::pair<int64_t, int64_t>> access_spans(const std::vector<const Stmt*>& order,
+                                                         const std::function<bool(int)>& keep);
 
 // Whether s is a reduction of whole rows (the last dim of its operand, to one group): its result does not depend on
 // where in its row each element is stored, so it may read a swizzled tile as it is (mg::Swizzled permutes 16-byte

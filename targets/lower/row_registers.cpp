@@ -270,17 +270,7 @@ class RowRegisters {
     const int64_t n = static_cast<int64_t>(order_.size());
     const int64_t body_begin = static_cast<int64_t>(k_.prologue.size()),
                   body_end = body_begin + static_cast<int64_t>(k_.body.size());
-    std::map<int, std::pair<int64_t, int64_t>> span;  // first write, last read
-    for (int64_t i = 0; i < n; ++i) {
-      const Stmt& s = *order_[static_cast<size_t>(i)];
-      std::vector<int> touched = stmt_writes(s), reads = stmt_reads(s);
-      touched.insert(touched.end(), reads.begin(), reads.end());
-      for (int t : touched)
-        if (families_.count(t)) {
-          auto [it, fresh] = span.emplace(t, std::make_pair(i, i));
-          it->second.second = std::max(it->second.second, i);
-        }
-    }
+    auto span = access_spans(order_, [&](int t) { return families_.count(t) > 0; });  // first write, last read
     for (auto& [t, sp] : span) {
       const bool touches_body = sp.first < body_end && sp.second >= body_begin;
       bool carried = sp.first < body_begin || sp.second >= body_end;
