@@ -2,9 +2,9 @@
 // warps fold each output by a team of warps. A warp per output (choose_instructions' by_warps) leaves the other
 // warps idle while it walks the whole group: nTrans's row norms, one [1, 4096] row per block of sixteen warps, ran
 // on one warp. A team of up to warps / outputs warps strides the group together, each warp folds its lanes by
-// shuffles, and one barrier later a thread per output combines the team's folds from a small shared tile
-// (mg::team_reduce). Runs after the passes that keep reductions in registers (they fold by single warps or
-// threads), and only where the extra tile costs no block on an SM.
+// shuffles, and one barrier later a warp per output combines the team's folds from a small shared tile by shuffles
+// (mg::team_reduce). Runs after the passes that keep reductions in registers (they fold by single warps, threads or
+// runs), and only where the extra tile costs no block on an SM.
 #include "targets/lower/passes.h"
 
 namespace morgana::lower {
