@@ -297,9 +297,8 @@ bool held_in_elements(const Graph& body, const Node& nd, OpKind kind, const Tens
                       const std::vector<std::vector<const Node*>>& readers, int64_t loop, int64_t threads,
                       const targets::Target& t) {
   if ((kind != OpKind::Unary && kind != OpKind::Binary && kind != OpKind::Norm) || nd.num_results != 1) return false;
-  const int64_t last = out.dim(out.rank - 1);
-  const int64_t run = last % 8 == 0 ? 8 : last % 4 == 0 ? 4 : last % 2 == 0 ? 2 : 1;  // mg::run_length
-  const int64_t regs = (out.numel() / run + threads - 1) / threads * run;
+  const int64_t last = out.dim(out.rank - 1), run = targets::elementwise_run(last);
+  const int64_t regs = targets::element_registers(out.numel(), last, threads);
   if (!targets::register_tiles_fit(t, regs, regs) || threads % t.execution.warp_size != 0) return false;
   for (const Node* r : readers[body.result(nd)]) {
     const OpKind rk = ir::op_info(r->op).kind;

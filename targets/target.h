@@ -168,6 +168,14 @@ constexpr int64_t kAsyncCopyBytes = 16;
 // per lane; the tile library loads A and B that way): a matmul on one reads its operand tiles a whole fragment row
 // at a time, where an elementwise pass reads element by element.
 constexpr int64_t kFragmentLoadBytes = 16;
+// Elements an elementwise statement deals a thread per step along a tile's last dim of extent `last` (the tile
+// library's mg::run_length: the largest of 8, 4, 2 dividing it), and the f32 registers a thread then holds of a tile
+// of `numel` elements kept in registers that way (mg::Elements: whole runs, the last ones on fewer threads). The
+// lowering's element layout and the cost model both read them.
+constexpr int64_t elementwise_run(int64_t last) { return last % 8 == 0 ? 8 : last % 4 == 0 ? 4 : last % 2 == 0 ? 2 : 1; }
+constexpr int64_t element_registers(int64_t numel, int64_t last, int64_t threads) {
+  return (numel / elementwise_run(last) + threads - 1) / threads * elementwise_run(last);
+}
 
 // Buffers a for-loop's asynchronous loads get (software pipelining, docs/lowering.md): the most, up to 4 and up to
 // the loop's iterations, for which the block's shared memory (`smem_bytes` with one buffer, plus `stage_bytes` per

@@ -49,16 +49,8 @@ class ElementTiles {
   const Tile& tile(int t) const { return k_.tiles[static_cast<size_t>(t)]; }
   bool in(int t) const { return candidates_.count(t) > 0; }
 
-  // Elements per run: the tile library's run_length of the tile's last dim.
-  static int64_t run_length(const Tile& x) {
-    const int64_t last = x.shape.back();
-    return last % 8 == 0 ? 8 : last % 4 == 0 ? 4 : last % 2 == 0 ? 2 : 1;
-  }
-  // f32 registers per thread (mg::Elements: whole runs, the last ones possibly on fewer threads).
-  int64_t registers(const Tile& x) const {
-    const int64_t v = run_length(x), runs = x.numel() / v;
-    return (runs + k_.block[0] - 1) / k_.block[0] * v;
-  }
+  static int64_t run_length(const Tile& x) { return targets::elementwise_run(x.shape.back()); }
+  int64_t registers(const Tile& x) const { return targets::element_registers(x.numel(), x.shape.back(), k_.block[0]); }
 
   // Whether statement s can take candidate t (which it reads or writes) in the layout, the other candidates as
   // they stand (a tile that cannot be one drops out by its own accesses, and its readers and writers are judged
@@ -139,14 +131,10 @@ class ElementTiles {
       if (s->kind == StmtKind::Reduce && in(s->a)) {
         // One f32 per warp and run position: W per row, rows in order (mg::regs_reduce_rows).
         const Tile& x = tile(s->a);
-        Tile parts;
-        parts.name = tile(s->dst).name + "_parts";
-        parts.shape = {x.numel() / x.shape.back(), x.shape.back() / (run_length(x) * warp)};
-        parts.from = s->from;
+        Tile parts = parts_tile(k_, *s, {x.numel() / x.shape.back(), x.shape.back() / (run_length(x) * warp)});
         s->by_warps = false;
-        s->team = 1;
         s->parts = static_cast<int>(k_.tiles.size());
-        k_.tiles.push_back(parts);
+        k_.tiles.push_back(std::move(parts));
       }
     }
     // Waits for asynchronous copies that no longer exist.

@@ -113,6 +113,14 @@ std::vector<int> stmt_tiles(const Stmt& s) {
   return touched;
 }
 
+Tile parts_tile(const Kernel& k, const Stmt& s, std::vector<int64_t> shape) {
+  Tile parts;
+  parts.name = k.tiles[static_cast<size_t>(s.dst)].name + "_parts";
+  parts.shape = std::move(shape);
+  parts.from = s.from;
+  return parts;
+}
+
 bool reduces_whole_rows(const Kernel& k, const Stmt& s) {
   return s.kind == StmtKind::Reduce && s.to == 1 &&
          s.dim == static_cast<int>(k.tiles[static_cast<size_t>(s.a)].shape.size()) - 1;

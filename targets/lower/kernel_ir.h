@@ -246,6 +246,9 @@ std::vector<int> stmt_tiles(const Stmt& s);
 std::map<int, std::pair<int64_t, int64_t>> access_spans(const std::vector<const Stmt*>& order,
                                                          const std::function<bool(int)>& keep);
 
+// The shared f32 tile of `shape` where reduction s's warps leave their folds (Stmt::parts), named after its result.
+Tile parts_tile(const Kernel& k, const Stmt& s, std::vector<int64_t> shape);
+
 // Whether s is a reduction of whole rows (the last dim of its operand, to one group): its result does not depend on
 // where in its row each element is stored, so it may read a swizzled tile as it is (mg::Swizzled permutes 16-byte
 // chunks within each row).

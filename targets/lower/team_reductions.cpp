@@ -49,11 +49,7 @@ void fold_by_teams(Kernel& k, const targets::Target& target) {
       const int64_t team = team_size(k, s, target);
       if (team < 2) continue;
       Kernel with = k;
-      Tile parts;
-      parts.name = with.tiles[static_cast<size_t>(s.dst)].name + "_parts";
-      parts.shape = {with.tiles[static_cast<size_t>(s.dst)].numel(), team};
-      parts.from = s.from;
-      with.tiles.push_back(parts);
+      with.tiles.push_back(parts_tile(k, s, {k.tiles[static_cast<size_t>(s.dst)].numel(), team}));
       std::vector<Stmt>& into = section == 0 ? with.prologue : section == 1 ? with.body : with.epilogue;
       into[i].team = team;
       into[i].parts = static_cast<int>(with.tiles.size() - 1);

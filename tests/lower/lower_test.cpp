@@ -484,7 +484,13 @@ TEST(Lower, FewOutputReductionsFoldByTeamsOfWarps) {
   return Y
 }
 )";
-  ir::Graph one_row = std::move(ir::parse_module(std::regex_replace(kGroups, std::regex("GRID"), "8")).programs[0]);
+  // kGroups with X of `shape` over a grid of `blocks` blocks.
+  auto groups = [&](const std::string& shape, const std::string& blocks) {
+    return std::move(ir::parse_module(std::regex_replace(std::regex_replace(kGroups, std::regex("8,4096"), shape),
+                                                         std::regex("GRID"), blocks))
+                         .programs[0]);
+  };
+  ir::Graph one_row = groups("8,4096", "8");
   lower::LoweredProgram p = lower::lower(one_row, h100);
   const lower::Kernel& k = p.kernels[0];
   const lower::Stmt* reduce = find_stmt(k.prologue, lower::StmtKind::Reduce);
@@ -503,7 +509,7 @@ TEST(Lower, FewOutputReductionsFoldByTeamsOfWarps) {
       << cuda;
 
   // Two rows per block: four outputs, teams of four.
-  ir::Graph two_rows = std::move(ir::parse_module(std::regex_replace(kGroups, std::regex("GRID"), "4")).programs[0]);
+  ir::Graph two_rows = groups("8,4096", "4");
   lower::LoweredProgram q = lower::lower(two_rows, h100);
   const lower::Stmt* reduce2 = find_stmt(q.kernels[0].prologue, lower::StmtKind::Reduce);
   ASSERT_NE(reduce2, nullptr) << lower::print(q);
@@ -511,9 +517,7 @@ TEST(Lower, FewOutputReductionsFoldByTeamsOfWarps) {
   expect_matches_reference(two_rows, q, 8, "Y");
 
   // Groups of 256 (a warp's lanes fold eight elements each): a team's barrier costs more than it saves.
-  ir::Graph short_groups = std::move(ir::parse_module(std::regex_replace(
-      std::regex_replace(kGroups, std::regex("f16\\[8,4096\\]"), "f16[8,512]"), std::regex("GRID"), "8"))
-                                         .programs[0]);
+  ir::Graph short_groups = groups("8,512", "8");
   lower::LoweredProgram sg = lower::lower(short_groups, h100);
   const lower::Stmt* reduce_short = find_stmt(sg.kernels[0].prologue, lower::StmtKind::Reduce);
   ASSERT_NE(reduce_short, nullptr) << lower::print(sg);
@@ -521,9 +525,7 @@ TEST(Lower, FewOutputReductionsFoldByTeamsOfWarps) {
   EXPECT_EQ(reduce_short->team, 1) << lower::print(sg);
 
   // Eight rows, sixteen outputs for sixteen warps: a warp each, no shared tile.
-  ir::Graph rows = std::move(ir::parse_module(std::regex_replace(
-      std::regex_replace(kGroups, std::regex("f16\\[8,4096\\]"), "f16[8,1024]"), std::regex("GRID"), "1"))
-                                 .programs[0]);
+  ir::Graph rows = groups("8,1024", "1");
   lower::LoweredProgram r = lower::lower(rows, h100);
   const lower::Stmt* reduce16 = find_stmt(r.kernels[0].prologue, lower::StmtKind::Reduce);
   ASSERT_NE(reduce16, nullptr) << lower::print(r);
