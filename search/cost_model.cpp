@@ -92,9 +92,16 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
   // Whether the loop's loads are pipelined: the lowering's own rule (targets::pipeline_stages). The kernel as
   // generated then holds the extra buffers, and fewer of its blocks may fit an SM; the waves stay the same
   // (pipeline_stages adds buffers only where no busy block is lost).
-  k.stages = targets::pipeline_stages(t, k.blocks, k.threads, k.smem_bytes, k.stage_bytes, k.loop);
-  if (k.stages > 1) {
-    k.smem_bytes += (k.stages - 1) * k.stage_bytes;
+  // A loop with loads the threads copy synchronously is not pipelined; where all its iterations' tiles fit, the
+  // lowering loads them before the loop (targets::preload_fits): one wait for loads per block instead of one per
+  // iteration.
+  if (k.synchronous_loads)
+    k.preloaded = targets::preload_fits(t, k.blocks, k.threads, k.smem_bytes, k.stage_bytes, k.loop);
+  else
+    k.stages = targets::pipeline_stages(t, k.blocks, k.threads, k.smem_bytes, k.stage_bytes, k.loop);
+  const int64_t buffers = k.preloaded ? k.loop : k.stages;
+  if (buffers > 1) {
+    k.smem_bytes += (buffers - 1) * k.stage_bytes;
     k.blocks_per_sm = targets::resident_blocks_per_sm(t, k.threads, k.smem_bytes, k.regs_per_thread);
   }
   const int64_t per_wave = t.execution.sms * k.blocks_per_sm;
@@ -137,7 +144,8 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
   // Loads are latency too: a block of an unpipelined loop waits for each iteration's, of a pipelined one for the
   // first only. Counted for one block's chain: blocks of later waves overlap earlier ones' waits (docs/cost-model.md,
   // "Load latency"; the constant is measured per target).
-  k.latency_us = static_cast<double>(k.stages > 1 || k.library ? 1 : k.loop) * t.cost.iteration_latency_us;
+  k.latency_us =
+      static_cast<double>(k.stages > 1 || k.preloaded || k.library ? 1 : k.loop) * t.cost.iteration_latency_us;
   k.time_us = throughput_s * 1e6 + (k.stages > 1 ? 0 : k.barrier_us) + k.latency_us + k.launch_us;
   return k;
 }
@@ -182,7 +190,8 @@ std::string Cost::str() const {
     s += fmt(time_line, k.time_us, k.memory_us, k.compute_us, k.barrier_us, k.latency_us) +
          fmt(" + launch %.3f\n", k.launch_us) +
          (k.stream_us > 0 ? fmt("   warps' stream floor %.3f us (per wave, at least)\n", k.stream_us) : "") +
-         (k.stages > 1 ? "   loads pipelined, " + std::to_string(k.stages) + " buffers\n" : "");
+         (k.stages > 1 ? "   loads pipelined, " + std::to_string(k.stages) + " buffers\n" : "") +
+         (k.preloaded ? "   loads of all " + std::to_string(k.loop) + " iterations before the loop\n" : "");
   }
   return s;
 }

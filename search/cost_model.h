@@ -28,6 +28,8 @@ struct KernelCost {
   int64_t waves = 0;
   int64_t stage_bytes = 0;  // shared memory of the loop's loads (one buffer): what software pipelining doubles
   int64_t stages = 1;       // buffers those loads get (targets::pipeline_stages, the lowering's rule)
+  bool synchronous_loads = false;  // some loop load is not of whole 16-byte vectors: the loop is not pipelined
+  bool preloaded = false;  // ... but all its iterations' tiles are loaded before it (targets::preload_fits)
   bool library = false;     // a predefined op, priced as a library kernel (its loads always pipelined)
   // Traffic and work, totals over the kernel.
   double dram_read_bytes = 0;

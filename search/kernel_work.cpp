@@ -490,7 +490,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     if (kind == OpKind::Accum) acc_elems += out[0].numel();
   }
   k.smem_bytes = static_cast<int64_t>(smem);
-  if (synchronous_loads) k.stage_bytes = 0;  // targets::pipeline_stages: not pipelined
+  k.synchronous_loads = synchronous_loads;  // not pipelined, perhaps preloaded (time_kernel)
   k.regs_per_thread = regs_for(acc_elems, k.threads, t);
   k.barriers_per_block = p.loop * loop_depth + epilogue_depth;
   for (const auto& [level, share] : loop_pass) k.pass_elements_per_block += static_cast<double>(p.loop) * share;

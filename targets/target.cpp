@@ -731,6 +731,14 @@ int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_
   return 1;
 }
 
+bool preload_fits(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t loop_bytes,
+                  int64_t loop) {
+  if (loop < 2 || loop > kMaxPreloadIterations || loop_bytes <= 0) return false;
+  const int64_t smem = smem_bytes + (loop - 1) * loop_bytes;
+  return smem <= block_smem_limit(t) &&
+         busy_blocks_per_sm(t, blocks, threads, smem) >= busy_blocks_per_sm(t, blocks, threads, smem_bytes);
+}
+
 Target load_target(const fs::path& file) {
   std::vector<Layer> chain = load_chain(file);
   Merged m = merge(chain);

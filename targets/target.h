@@ -185,6 +185,16 @@ constexpr int64_t element_registers(int64_t numel, int64_t last, int64_t threads
 int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t stage_bytes,
                         int64_t loop);
 
+// Whether a for-loop with loads its threads must copy synchronously (rows not of whole 16-byte vectors: a split-KV
+// combine's running sums and maxima) has all its iterations' tiles loaded before it runs: where they fit the
+// block's shared memory together (`smem_bytes` with one iteration's, plus `loop_bytes` per further iteration) and
+// cost no busy block, for loops of up to kMaxPreloadIterations (the prologue holds one load per iteration). The block
+// then waits for one round trip instead of one per iteration. The one preload rule: the lowering applies it
+// (pipeline_loads), the cost model prices it.
+constexpr int64_t kMaxPreloadIterations = 32;
+bool preload_fits(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t loop_bytes,
+                  int64_t loop);
+
 // How the warps of a block share a matmul on matrix instruction `mi` (the lowering's Stmt tiling and the tile
 // library's mg::WarpTiling): tasks of one row block by atoms_n atoms along N (up to four: an A fragment then serves
 // four products), k_split warps per task when there are warps to spare (the largest power of two that gives every

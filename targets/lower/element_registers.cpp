@@ -59,7 +59,7 @@ class ElementTiles {
     const Tile& x = tile(t);
     switch (s.kind) {
       case StmtKind::Load:  // from global memory straight into the runs, not pipelined
-        return s.dst == t && s.ahead == 0 && s.tensor_map < 0;
+        return s.dst == t && s.ahead == 0 && x.stages == 1 && s.tensor_map < 0;
       case StmtKind::Store: return true;
       case StmtKind::Unary:
       case StmtKind::Binary:

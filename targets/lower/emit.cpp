@@ -292,6 +292,15 @@ class Emitter {
                    std::to_string(s.box_rows) + ">(" + t(s.dst) + ", tm" + std::to_string(s.tensor_map) +
                    ", mg_barriers + " + iter_ + " % " + std::to_string(k.barriers) + coords + ");",
                origin);
+        } else if (s.iterations > 1) {
+          // A preload: the tile of every iteration i of `iterations`, at the origin the lambda gives for it.
+          const std::string first = t(s.dst);  // the buffer of iteration `ahead`
+          iter_ = "i";
+          std::string each = placement(s, mask);
+          line(in + "mg::load_iterations<" + S(s.dst) + ", " + global_type(s.tensor) + ", " + mask + ", " +
+                   std::to_string(s.iterations) + ">(" + first + ", " + tensor_ref(s.tensor) +
+                   ", [&](int i) { return mg::Origin{" + each + "}; }, " + float_literal(s.pad) + ");",
+               origin);
         } else if (k.tiles[static_cast<size_t>(s.dst)].layout.elements) {
           line(in + guard + "mg::load_elems<" + global_type(s.tensor) + ", " + mask + ", " +
                    std::to_string(s.vector_bytes) + ">(" + t(s.dst) + ", " + tensor_ref(s.tensor) + ", " + at + ", " +

@@ -33,7 +33,10 @@ class Barriers {
  public:
   explicit Barriers(const Kernel& k) : k_(k) {}
 
-  void run(std::vector<Stmt>& stmts) {
+  // `prologue`: the statements run once, before the loop, where a Load ahead fills the buffers of iterations
+  // `ahead` .. ahead + iterations - 1 and no others (in the body the buffer depends on the iteration, so a statement is judged on all of a tile's).
+  void run(std::vector<Stmt>& stmts, bool prologue = false) {
+    prologue_ = prologue;
     std::vector<Stmt> out;
     for (Stmt& s : stmts) {
       if (s.kind == StmtKind::Barrier) {
@@ -74,13 +77,18 @@ class Barriers {
     for (int t : tiles) {
       const Tile& tile = k_.tiles[static_cast<size_t>(t)];
       if (tile.space == Space::registers) continue;  // private to each thread
-      int64_t base = tile.space == Space::global ? kGlobalBase : 0;
-      r.push_back({base + tile.offset, base + tile.offset + tile.bytes(), private_access(k_, s, t)});
+      int64_t begin = (tile.space == Space::global ? kGlobalBase : 0) + tile.offset, end = begin + tile.bytes();
+      if (prologue_ && s.kind == StmtKind::Load && t == s.dst && tile.stages > 1) {
+        begin += s.ahead % tile.stages * tile.stage_bytes();
+        end = begin + s.iterations * tile.stage_bytes();
+      }
+      r.push_back({begin, end, private_access(k_, s, t)});
     }
     return r;
   }
 
   const Kernel& k_;
+  bool prologue_ = false;
   std::vector<Range> read_, written_;  // since the last barrier
 };
 
@@ -90,7 +98,7 @@ void insert_barriers(Kernel& k) {
   Barriers b(k);
   // The body is judged with what the prologue left pending: a superset of what later iterations see (they start
   // after the body's closing barrier), so its barriers serve every iteration.
-  b.run(k.prologue);
+  b.run(k.prologue, true);
   b.run(k.body);
   if (k.loop > 1 && !k.body.empty()) {
     k.body.push_back(Barriers::barrier(k.body.back().from));

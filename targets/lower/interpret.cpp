@@ -264,6 +264,12 @@ class Machine {
         put(s.dst, get(s.a, s), s);
         return;
       case StmtKind::Load: {
+        if (s.iterations > 1) {  // a preload: the same load for each of its iterations
+          Stmt one = s;
+          one.iterations = 1;
+          for (int64_t i = 0; i < s.iterations; ++i, ++one.ahead) stmt(one);
+          return;
+        }
         if (it_ + s.ahead >= k_->loop) return;  // no iteration to prefetch
         Ahead ahead(*this, s.ahead);
         const GlobalTensor& g = p_.tensors[static_cast<size_t>(s.tensor)];

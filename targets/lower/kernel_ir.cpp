@@ -206,7 +206,11 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
   };
   switch (s.kind) {
     case StmtKind::Load:
-      return t(s.dst) + " = load " + at() + (s.ahead ? " of iteration it+" + std::to_string(s.ahead) : "") + access();
+      return t(s.dst) + " = load " + at() + (s.ahead ? " of iteration it+" + std::to_string(s.ahead) : "") +
+             (s.iterations > 1 ? " of iterations it+" + std::to_string(s.ahead) + " .. it+" +
+                                     std::to_string(s.ahead + s.iterations - 1)
+                               : "") +
+             access();
     case StmtKind::Store: return "store " + at() + " = " + t(s.a) + access();
     case StmtKind::Unary: return value(mapped({{s.op, s.scalar}}, a));
     case StmtKind::Binary: return value(op + "(" + a + ", " + t(s.b) + ")");

@@ -166,6 +166,8 @@ struct Stmt {
                                       // iteration dst folds this iteration's result into its value
   int64_t ahead = 0;                  // Load: of iteration it + ahead, into its buffer; skipped past the last one.
                                       // In the prologue it is 0.
+  int64_t iterations = 1;             // Load: fills the buffers of `iterations` consecutive iterations from
+                                      // it + ahead (a preload of a loop's synchronous loads: pipeline_loads)
   bool batch = false;                 // Load: its asynchronous copies stay in flight until the next AsyncWait of
                                       // the section closes their batch (pass pipeline_loads); else it waits itself
   int pending = 0;                    // AsyncWait

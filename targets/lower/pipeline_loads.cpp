@@ -105,9 +105,67 @@ bool pipeline(Kernel& k, const LoweredProgram& p, const targets::Target& target)
   return false;
 }
 
+// A loop with loads its threads copy synchronously (rows not of whole 16-byte vectors: a split-KV combine's running
+// sums and maxima) cannot be pipelined, and each iteration would wait a round trip for them. Where every
+// iteration's tiles fit together (targets::preload_fits), the prologue loads them all, one buffer per iteration
+// (Tile::stages = loop, Load::ahead = the iteration), as one batch closed by one AsyncWait and a barrier; the body
+// loads nothing and reads buffer `it`.
+bool preload(Kernel& k, const LoweredProgram& p, const targets::Target& target) {
+  if (k.loop < 2) return false;
+  bool synchronous = false;
+  int64_t loop_bytes = 0;
+  for (const Stmt& s : k.body) {
+    if (s.kind != StmtKind::Load) continue;
+    synchronous = synchronous || !asynchronous(s, k, p);
+    loop_bytes += k.tiles[static_cast<size_t>(s.dst)].bytes();
+  }
+  const int64_t blocks = k.grid[0] * k.grid[1] * k.grid[2];
+  if (!synchronous || !targets::preload_fits(target, blocks, threads(k), assign_offsets(k), loop_bytes, k.loop))
+    return false;
+  Kernel staged = k;
+  std::vector<Stmt> loads, rest;
+  for (const Stmt& s : staged.body) (s.kind == StmtKind::Load ? loads : rest).push_back(s);
+  bool any_async = false;
+  for (Stmt& s : loads) {
+    staged.tiles[static_cast<size_t>(s.dst)].stages = k.loop;
+    s.batch = asynchronous(s, k, p);
+    any_async = any_async || s.batch;
+  }
+  // Asynchronous copies: a Load per iteration, all in one batch, issued first so that they fly while the threads
+  // wait for their own; copies the threads make synchronously: one Load of every iteration's tile, whose loads all
+  // go out before any is stored (mg::load_iterations).
+  for (int64_t ahead = 0; ahead < k.loop; ++ahead)
+    for (Stmt s : loads)
+      if (s.batch) {
+        s.ahead = ahead;
+        staged.prologue.push_back(s);
+      }
+  for (Stmt s : loads)
+    if (!s.batch) {
+      s.iterations = k.loop;
+      staged.prologue.push_back(s);
+    }
+  if (any_async) {
+    Stmt wait;
+    wait.kind = StmtKind::AsyncWait;
+    wait.from = loads.front().from;
+    wait.pending = 0;
+    staged.prologue.push_back(wait);
+  }
+  Stmt barrier;
+  barrier.kind = StmtKind::Barrier;
+  barrier.from = loads.front().from;
+  staged.prologue.push_back(barrier);
+  staged.body = std::move(rest);
+  if (!costs_nothing(k, staged, target)) return false;
+  k = std::move(staged);
+  return true;
+}
+
 }  // namespace
 
 void pipeline_loads(Kernel& k, const LoweredProgram& p, const targets::Target& target) {
+  if (preload(k, p, target)) return;
   if (!target.async.cp_async) return;
   auto batch = [&](std::vector<Stmt> Kernel::*section) {
     Kernel batched = k;

@@ -535,6 +535,34 @@ TEST(Lower, FewOutputReductionsFoldByTeamsOfWarps) {
 }
 
 // The loads of a section that are not pipelined go out as one batch: moved to its start, closed by one wait.
+// A loop whose loads cannot be pipelined (rows of one f16: a split-KV combine's partial sums and maxima) loads every
+// iteration's tiles before it where they fit: the asynchronous copies one batch, the element copies one statement
+// each (mg::load_iterations); the body loads nothing. The CPU execution of the same program is checked against the
+// float reference in CpuExecutionMatchesTheFloatReference (examples/mugraphs/qknorm_b1_flash.mg).
+TEST(Lower, NarrowLoopLoadsArePreloaded) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Graph split = std::move(ir::parse_file("examples/mugraphs/qknorm_b1_flash.mg").programs[0]);
+  lower::LoweredProgram p = lower::lower(split, h100);
+  const lower::Kernel& combine = p.kernels.back();
+  ASSERT_GT(combine.loop, 1) << lower::print(p);
+  EXPECT_EQ(find_stmt(combine.body, lower::StmtKind::Load), nullptr) << lower::print(p);
+  int element_loads = 0, async_loads = 0;
+  for (const lower::Stmt& s : combine.prologue) {
+    if (s.kind != lower::StmtKind::Load) continue;
+    if (s.batch) {
+      ++async_loads;
+      EXPECT_EQ(s.iterations, 1);
+    } else {
+      ++element_loads;
+      EXPECT_EQ(s.iterations, combine.loop);
+    }
+    EXPECT_EQ(combine.tiles[static_cast<size_t>(s.dst)].stages, combine.loop);
+  }
+  EXPECT_EQ(element_loads, 2) << lower::print(p);  // the running sums and maxima
+  EXPECT_EQ(async_loads % combine.loop, 0) << lower::print(p);
+  EXPECT_NE(lower::print(p).find("of iterations it+0 .. it+" + std::to_string(combine.loop - 1)), std::string::npos);
+}
+
 TEST(Lower, UnpipelinedLoadsAreBatched) {
   targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
   ir::Graph one = std::move(ir::parse_module(kOneTaskFold).programs[0]);

@@ -269,12 +269,13 @@ TEST(CostModel, ReplicatedTensorsShareTheL2) {
 }
 
 // A for-loop pipelines only loads that move whole 16-byte asynchronous copies: the same accumulation over 32
-// iterations of rows of 8 f16 (16 bytes) is pipelined, over rows of one f16 (the split-KV combine's partial sums)
-// every iteration waits for its load (iteration_latency_us each).
-std::string column_sum(int columns) {
-  const std::string n = std::to_string(columns);
-  return "kernel sum(X: f16[32,512," + n + "]) {\n"
-         "  Y = block(X) grid=[512,1,1] threads=128 loop=32 {\n"
+// iterations of rows of 8 f16 (16 bytes) is pipelined. Over rows of one f16 (the split-KV combine's partial sums)
+// it is not; the lowering loads all iterations' tiles before the loop where they fit (targets::preload_fits, up to
+// kMaxPreloadIterations), so the block waits once; past that every iteration waits for its load.
+std::string column_sum(int columns, int loop) {
+  const std::string n = std::to_string(columns), l = std::to_string(loop);
+  return "kernel sum(X: f16[" + l + ",512," + n + "]) {\n"
+         "  Y = block(X) grid=[512,1,1] threads=128 loop=" + l + " {\n"
          "    x = iter(X, imap=[1,-,-], fmap=0)\n"
          "    a = acc_sum(x)\n"
          "    save(a, omap=[1,-,-])\n"
@@ -283,15 +284,20 @@ std::string column_sum(int columns) {
          "}\n";
 }
 
-TEST(CostModel, LoopsWaitForLoadsNarrowerThanAnAsyncCopy) {
+TEST(CostModel, LoopsWaitForLoadsNarrowerThanAnAsyncCopyUnlessPreloaded) {
   const auto& t = target("h200");
-  Cost vectors = cost(column_sum(8)), elements = cost(column_sum(1));
+  const int many = static_cast<int>(targets::kMaxPreloadIterations) * 2;
+  Cost vectors = cost(column_sum(8, 32)), elements = cost(column_sum(1, 32)), long_loop = cost(column_sum(1, many));
   EXPECT_GT(vectors.kernels[0].stages, 1) << vectors.str();
+  EXPECT_FALSE(vectors.kernels[0].preloaded) << vectors.str();
   EXPECT_EQ(elements.kernels[0].stages, 1) << elements.str();
-  EXPECT_DOUBLE_EQ(elements.kernels[0].latency_us, 32 * t.cost.iteration_latency_us) << elements.str();
-  EXPECT_LT(vectors.total_us, elements.total_us) << vectors.str() << elements.str();
-  std::cout << "32 iterations of 16-byte rows " << vectors.total_us << " us, of 2-byte rows " << elements.total_us
-            << " us\n";
+  EXPECT_TRUE(elements.kernels[0].preloaded) << elements.str();
+  EXPECT_DOUBLE_EQ(elements.kernels[0].latency_us, t.cost.iteration_latency_us) << elements.str();
+  EXPECT_EQ(long_loop.kernels[0].stages, 1) << long_loop.str();
+  EXPECT_FALSE(long_loop.kernels[0].preloaded) << long_loop.str();
+  EXPECT_DOUBLE_EQ(long_loop.kernels[0].latency_us, many * t.cost.iteration_latency_us) << long_loop.str();
+  std::cout << "32 iterations of 16-byte rows " << vectors.total_us << " us, of 2-byte rows (preloaded) "
+            << elements.total_us << " us; " << many << " iterations of 2-byte rows " << long_loop.total_us << " us\n";
 }
 
 // A statement pass costs more the more elements each thread handles (pass_element_ns): the same chain over tiles of

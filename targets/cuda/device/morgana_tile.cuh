@@ -390,6 +390,32 @@ __device__ __forceinline__ void load(T* dst, const T* __restrict__ src, i64 o0, 
   }
 }
 
+// A tile's origin in the four dims of the tile API.
+struct Origin {
+  i64 o[4];
+};
+
+// The tiles of N iterations of a loop whose loads the threads copy element by element (lowering: a preload, pass
+// pipeline_loads), into N consecutive buffers of dst; at(i) gives iteration i's origin. Each thread issues the loads
+// of all N iterations before it stores any, so the block waits for one round trip instead of N.
+template <class S, class G, int MASK, int N, class T, class At>
+__device__ __forceinline__ void load_iterations(T* dst, const T* __restrict__ src, At at, float pad) {
+  static_assert(!S::swizzled, "lowering swizzles only tiles written by 16-byte loads");
+  const T fill = from_f32<T>(pad);
+  for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
+    const Idx x = unflatten<S>(e);
+    T v[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const Origin o = at(i);
+      const GlobalIdx<G> g(o.o[0], o.o[1], o.o[2], o.o[3], x);
+      v[i] = g.template inside<MASK>() ? src[g.offset()] : fill;
+    }
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[i * S::size + e] = v[i];
+  }
+}
+
 // ---- copies by the copy engine (sm_90's bulk tensor copies, TMA): one thread asks, the engine moves the tile ----
 
 // The copy engine's description of one tensor (shape, strides, element type, box, swizzle). The runtime builds it
@@ -1396,6 +1422,9 @@ struct Fold {
         const int i = e % in, j = e / in % TO, o = e / in / TO;
         const T* p = x + (o * n + j) * in + i;
         float acc = pre(to_f32(p[lane * TO * in]));
+        // Unrolled so that the loads of several steps are in flight before their folds: a fold waits on each
+        // shared load otherwise (the order of the folds is unchanged).
+#pragma unroll 8
         for (int k = lane + lanes; k < groups; k += lanes) acc = op(acc, pre(to_f32(p[k * TO * in])));
         return acc;
       }
@@ -1403,6 +1432,9 @@ struct Fold {
       const int i = e % in, j = e / in % TO, o = e / in / TO;
       const T* p = x + (o * n + j) * in + i;
       float acc = pre(to_f32(p[0]));
+      // A thread's whole fold: unrolled for the same reason (qknorm's K norm over 64 rows of a column, one thread
+      // per column, waited ~30 cycles on every load).
+#pragma unroll 8
       for (int k = 1; k < groups; ++k) acc = op(acc, pre(to_f32(p[k * TO * in])));
       return acc;
     }

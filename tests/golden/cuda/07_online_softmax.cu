@@ -132,10 +132,8 @@ extern "C" __global__ void __launch_bounds__(512, 1) cand_k0_M(const mg::f16* __
   // x = iter(X, imap=[0,-,-], fmap=1)  [tests/verify/catalogue/true/07_online_softmax.mg:10:9]
   mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async_batch>(t_x_buffers, p_X, 0, 0, bx, 0, 0.0f);
   mg::async_wait<1>();
-  __syncthreads();
   mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async_batch>((t_x_buffers + 1 % 4 * 8), p_X, 0, 0, bx, 1 * 8, 0.0f);
   mg::async_wait<2>();
-  __syncthreads();
   mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async_batch>((t_x_buffers + 2 % 4 * 8), p_X, 0, 0, bx, 2 * 8, 0.0f);
   mg::async_wait<3>();
   __syncthreads();

@@ -5,7 +5,7 @@
 //   B: input f16[1000,77]
 //   C: output f16[3,5,77]
 // Kernels, in launch order:
-//   matmul_ragged_k0_C grid [3,2,1] block [128,1,1] shared 4560 B  node 'C' (tests/lower/specs/matmul_ragged.mg:3:7)
+//   matmul_ragged_k0_C grid [3,2,1] block [128,1,1] shared 90896 B  node 'C' (tests/lower/specs/matmul_ragged.mg:3:7)
 //
 // kernel matmul_ragged(A: f16[3,5,1000], B: f16[1000,77]) {
 //   C = block(A, B) grid=[3,2,1] threads=128 loop=32 {
@@ -23,35 +23,57 @@
 
 // ---- kernel 0: node 'C' (tests/lower/specs/matmul_ragged.mg:3:7)
 // C = matmul(A, B)
-// grid [3,2,1], 128 threads, 4560 bytes of shared memory, loop of 32
+// grid [3,2,1], 128 threads, 90896 bytes of shared memory, loop of 32
 extern "C" __global__ void __launch_bounds__(128, 1) matmul_ragged_k0_C(const mg::f16* __restrict__ p_A, const mg::f16* __restrict__ p_B, mg::f16* __restrict__ p_C) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   mg::assume_threads<128>();
   const long long bx = blockIdx.x, by = blockIdx.y;
   using S_a = mg::Shape<1, 1, 5, 32>;
-  mg::f16* const t_a_buffers = reinterpret_cast<mg::f16*>(mg_smem + 2496);  // f16[1,5,32], 4 buffers (pipelined loads)
+  mg::f16* const t_a_buffers = reinterpret_cast<mg::f16*>(mg_smem + 79872);  // f16[1,5,32], 32 buffers (pipelined loads)
   using S_b = mg::Shape<1, 1, 32, 39>;
-  mg::f16* const t_b = reinterpret_cast<mg::f16*>(mg_smem + 0);  // f16[32,39]
+  mg::f16* const t_b_buffers = reinterpret_cast<mg::f16*>(mg_smem + 0);  // f16[32,39], 32 buffers (pipelined loads)
   using S_acc = mg::Shape<1, 1, 5, 39>;
-  float* const t_acc = reinterpret_cast<float*>(mg_smem + 3776);  // f32[1,5,39]
+  float* const t_acc = reinterpret_cast<float*>(mg_smem + 90112);  // f32[1,5,39]
   // a = iter(A, imap=[0,-,-], fmap=2, mask=true)  [tests/lower/specs/matmul_ragged.mg:3:7]
   mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>(t_a_buffers, p_A, 0, bx, 0, 0, 0.0f);
-  mg::async_wait<1>();
-  __syncthreads();
-  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 1 % 4 * 160), p_A, 0, bx, 0, 1 * 32, 0.0f);
-  mg::async_wait<2>();
-  __syncthreads();
-  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 2 % 4 * 160), p_A, 0, bx, 0, 2 * 32, 0.0f);
-  mg::async_wait<3>();
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 1 % 32 * 160), p_A, 0, bx, 0, 1 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 2 % 32 * 160), p_A, 0, bx, 0, 2 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 3 % 32 * 160), p_A, 0, bx, 0, 3 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 4 % 32 * 160), p_A, 0, bx, 0, 4 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 5 % 32 * 160), p_A, 0, bx, 0, 5 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 6 % 32 * 160), p_A, 0, bx, 0, 6 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 7 % 32 * 160), p_A, 0, bx, 0, 7 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 8 % 32 * 160), p_A, 0, bx, 0, 8 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 9 % 32 * 160), p_A, 0, bx, 0, 9 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 10 % 32 * 160), p_A, 0, bx, 0, 10 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 11 % 32 * 160), p_A, 0, bx, 0, 11 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 12 % 32 * 160), p_A, 0, bx, 0, 12 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 13 % 32 * 160), p_A, 0, bx, 0, 13 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 14 % 32 * 160), p_A, 0, bx, 0, 14 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 15 % 32 * 160), p_A, 0, bx, 0, 15 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 16 % 32 * 160), p_A, 0, bx, 0, 16 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 17 % 32 * 160), p_A, 0, bx, 0, 17 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 18 % 32 * 160), p_A, 0, bx, 0, 18 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 19 % 32 * 160), p_A, 0, bx, 0, 19 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 20 % 32 * 160), p_A, 0, bx, 0, 20 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 21 % 32 * 160), p_A, 0, bx, 0, 21 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 22 % 32 * 160), p_A, 0, bx, 0, 22 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 23 % 32 * 160), p_A, 0, bx, 0, 23 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 24 % 32 * 160), p_A, 0, bx, 0, 24 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 25 % 32 * 160), p_A, 0, bx, 0, 25 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 26 % 32 * 160), p_A, 0, bx, 0, 26 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 27 % 32 * 160), p_A, 0, bx, 0, 27 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 28 % 32 * 160), p_A, 0, bx, 0, 28 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 29 % 32 * 160), p_A, 0, bx, 0, 29 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 30 % 32 * 160), p_A, 0, bx, 0, 30 * 32, 0.0f);
+  mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + 31 % 32 * 160), p_A, 0, bx, 0, 31 * 32, 0.0f);
+  // b = iter(B, imap=[-,1,-], fmap=0, mask=true)  [tests/lower/specs/matmul_ragged.mg:3:7]
+  mg::load_iterations<S_b, mg::Global<1, 1, 1000, 77, 0, 0, 77, 1>, 12, 32>(t_b_buffers, p_B, [&](int i) { return mg::Origin{0, 0, i * 32, by * 39}; }, 0.0f);
+  mg::async_wait<0>();
   __syncthreads();
   for (int it = 0; it < 32; ++it) {
-    if ((it + 3) < 32) mg::load<S_a, mg::Global<1, 3, 5, 1000, 0, 5000, 1000, 1>, 8, 16, mg::copy_async_batch>((t_a_buffers + (it + 3) % 4 * 160), p_A, 0, bx, 0, (it + 3) * 32, 0.0f);
-    mg::async_wait<3>();
-    // b = iter(B, imap=[-,1,-], fmap=0, mask=true)  [tests/lower/specs/matmul_ragged.mg:3:7]
-    mg::load<S_b, mg::Global<1, 1, 1000, 77, 0, 0, 77, 1>, 12, 0, mg::copy_sync>(t_b, p_B, 0, 0, it * 32, by * 39, 0.0f);
-    __syncthreads();
     // p = matmul(a, b)  [tests/lower/specs/matmul_ragged.mg:3:7]
-    mg::matmul<S_acc, S_a, S_b>(t_acc, (t_a_buffers + it % 4 * 160), t_b, it != 0);
+    mg::matmul<S_acc, S_a, S_b>(t_acc, (t_a_buffers + it % 32 * 160), (t_b_buffers + it % 32 * 1248), it != 0);
     __syncthreads();
   }
   // save(acc, omap=[0,2,-], shape=[3,5,77])  [tests/lower/specs/matmul_ragged.mg:3:7]
