@@ -16,7 +16,8 @@ namespace morgana::verify {
 // f64: every op in double. f32: every op rounded to float (f32 accumulation). device: f32 arithmetic, and every
 // kernel-level tensor (a predefined op's result, what a block op saves) rounded to its element type, as a GPU kernel
 // stores it in global memory (f16 overflows to inf past 65504); tiles inside a block op stay in f32, as the lowering
-// computes them.
+// computes them, but for a matmul's operands, which a matrix instruction takes in their element type (a normalized
+// Q tile, the exp of the scores: rounded to f16 or bf16 as the lowering stores them for it).
 enum class Precision : uint8_t { f64, f32, device };
 
 struct FloatDomain {

@@ -14,8 +14,9 @@
 //                                                      inner loop of every matmul (the float domain must add in
 //                                                      kk order, starting from the kk = 0 product); with `cols`,
 //                                                      only the columns j = cols[i], i < n (the lazy interpreter)
-// and optionally, for device storage rounding (both interpreters apply it to every tensor an op makes: every
-// kernel-level op's result, every block-level one's but an iterator's tile and an accumulator):
+// and optionally, for device storage rounding (both interpreters apply it to every kernel-level tensor: a
+// predefined op's result, what a block op saves; and to a matmul's operands, which a matrix instruction takes in
+// their element type; other block-level tiles stay unrounded, as the lowering computes them in f32):
 //   bool rounds_stores();                              whether stored values are rounded at all
 //   Value stored(Value v, DType t);                    v as a tensor of element type t holds it
 #pragma once
@@ -385,6 +386,17 @@ class Interpreter {
       case OpKind::Binary:
         return elementwise(info.field, *ins[0], *ins[1], out_type);
       case OpKind::Matmul:
+        if constexpr (requires { d_.rounds_stores(); }) {
+          // Device precision: a matrix instruction takes its operands in their element type, so a block's f32
+          // tile (a normalized Q, the exp of the scores) is rounded to it first, as the lowering stores it for
+          // the instruction. A kernel-level operand is already rounded: no change.
+          if (d_.rounds_stores()) {
+            Arr lhs = *ins[0], rhs = *ins[1];
+            store(lhs);
+            store(rhs);
+            return matmul(lhs, rhs, out_type);
+          }
+        }
         return matmul(*ins[0], *ins[1], out_type);
       case OpKind::Reduce:
         return reduce(info.field, *ins[0], a.dim, a.to, out_type);

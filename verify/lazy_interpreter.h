@@ -375,7 +375,7 @@ class LazyInterpreter {
   // The eager interpreter's store() of a kernel-level row (a predefined op's or what a block op saved): its columns
   // `cols` rounded as the device stores a tensor of type `t`, in a fresh row (never in place: a computed row may be
   // an operand's, as a concat along another dim returns it). Block-level tiles stay in f32, as in the eager
-  // interpreter.
+  // interpreter, but for a matmul's operands.
   Row store(Row row, [[maybe_unused]] const TensorType& t, [[maybe_unused]] const Columns& cols) {
     if constexpr (requires { d_.rounds_stores(); }) {
       if (d_.rounds_stores()) {
@@ -439,6 +439,16 @@ class LazyInterpreter {
         // matmul.
         Row* b_rows = alloc<Row>(k);
         fetch(1, row_of(tb, bi), k, b_rows);
+        if constexpr (requires { d_.rounds_stores(); }) {
+          // Device precision: the operands in their element types, as a matrix instruction takes them (the eager
+          // interpreter's rule): A's row whole, B's rows at the columns asked for.
+          if (d_.rounds_stores()) {
+            V* rounded = alloc(k);
+            for (int64_t kk = 0; kk < k; ++kk) rounded[kk] = d_.stored(arow[kk], ta.dtype);
+            arow = rounded;
+            for (int64_t kk = 0; kk < k; ++kk) b_rows[kk] = store(b_rows[kk], tb, cols);
+          }
+        }
         V* row = alloc(width);
         auto n_cols = static_cast<int64_t>(cols.size());
         const int32_t* some = n_cols == width ? nullptr : cols.data();  // all columns: the dense loops
