@@ -72,6 +72,14 @@ double line_bytes_of(const TensorType& tile, const TensorType& whole, double lin
   return static_cast<double>(tile.numel() / width) * static_cast<double>(lines) / static_cast<double>(period) * line;
 }
 
+// Whether a loop tile moves in whole asynchronous copies (targets::kAsyncCopyBytes): its rows and the tensor's are
+// whole 16-byte vectors (the lowering's rule for pipelining a load).
+bool whole_async_rows(const TensorType& tile, const TensorType& whole) {
+  const int64_t es = ir::dtype_bytes(tile.dtype);
+  return (tile.dim(tile.rank - 1) * es) % targets::kAsyncCopyBytes == 0 &&
+         (whole.dim(whole.rank - 1) * es) % targets::kAsyncCopyBytes == 0;
+}
+
 int64_t padded_n(const targets::MatrixInstr& mi, int64_t n) {
   if (n <= mi.n) return mi.n;
   return pad_to(n, mi.n_step > 0 ? mi.n_step : mi.n);  // a range instruction (wgmma) steps in n_step
@@ -382,6 +390,15 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   for (const Node& nd : body.nodes())
     for (ir::TensorId o : body.operands(nd)) readers[o].push_back(&nd);
   double smem = 0;
+  // A loop with a load of rows not of whole 16-byte vectors is not pipelined; the lowering loads all its iterations'
+  // tiles before it where they fit (targets::preload_fits, which time_kernel applies): its tiles are then published
+  // before the loop, not in every iteration (depth 0), and an accumulator of such tiles of its own shape, whose
+  // elements each thread owns (pass own_accumulator_state), needs no barrier in the loop either.
+  bool narrow_loop = false;
+  for (const Node& nd : body.nodes())
+    if (ir::op_info(nd.op).kind == OpKind::Iter && nd.attrs.fmap != kPhi)
+      narrow_loop = narrow_loop || !whole_async_rows(body.type(body.result(nd)), body.operand_types()[nd.attrs.index]);
+  narrow_loop = narrow_loop && p.loop > 1 && p.loop <= targets::kMaxPreloadIterations;
   for (const Node& nd : body.nodes()) {
     const auto ops = body.operands(nd);
     const OpKind kind = ir::op_info(nd.op).kind;
@@ -416,12 +433,11 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
         k.stage_bytes += static_cast<int64_t>(bytes_of(tile));
         // The lowering copies a tile asynchronously only in whole 16-byte vectors along rows of whole vectors; any
         // other loop-varying tile is loaded and waited for every iteration, and the loop is not pipelined.
-        const int64_t es = ir::dtype_bytes(tile.dtype);
-        synchronous_loads = synchronous_loads || (tile.dim(tile.rank - 1) * es) % targets::kAsyncCopyBytes != 0 ||
-                            (whole.dim(whole.rank - 1) * es) % targets::kAsyncCopyBytes != 0;
+        synchronous_loads = synchronous_loads || !whole_async_rows(tile, whole);
       }
-      depth[r] = 1;
-      loop_depth = std::max<int64_t>(loop_depth, 1);
+      const int64_t published = narrow_loop && nd.attrs.fmap != kPhi ? 0 : 1;
+      depth[r] = published;
+      loop_depth = std::max(loop_depth, published);
       continue;
     }
     bool epi = false;
@@ -460,7 +476,10 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     // folded into a neighbour's pass neither. rms_norm is two passes (the sum of squares, then the scaling); held in
     // elements only its sum publishes through shared memory.
     const bool own_elements = elements && kind != OpKind::Norm;
-    const int64_t level_of = rows || across || across_acc || own_elements ? std::max<int64_t>(d, 1)
+    const bool own_accumulator = narrow_loop && !epi && kind == OpKind::Accum && d == 0 && !in.empty() &&
+                                 std::ranges::equal(in[0].shape(), out[0].shape());
+    const int64_t level_of = own_accumulator                                  ? 0
+                             : rows || across || across_acc || own_elements ? std::max<int64_t>(d, 1)
                              : fold == Folding::into_writer                ? std::max<int64_t>(d, 1)
                              : fold == Folding::into_reader                ? d
                              : kind == OpKind::Norm                        ? d + (elements ? 1 : 2)

@@ -384,7 +384,8 @@ class Emitter {
         return;
       case StmtKind::Accumulate:
         if (s.op == ir::OpCode::acc_rescale_sum)
-          line(in + "mg::acc_rescale_sum<" + S(s.dst) + ", " + S(s.b) + ">(" + t(s.dst) + ", " + t(s.state) + ", " +
+          line(in + "mg::acc_rescale_sum<" + S(s.dst) + ", " + S(s.b) + ", " + S(s.state) + ">(" + t(s.dst) + ", " +
+                   t(s.state) + ", " +
                    t(s.a) + ", " + t(s.b) + ", it == 0);",
                origin);
         else

@@ -59,6 +59,24 @@ class Barriers {
     stmts = std::move(out);
   }
 
+  // Whether running `stmts` again now (the next iteration of a loop body, after this one) would meet a hazard
+  // before its first barrier: then the body needs a closing barrier. The state is left as it was.
+  bool wraps_into_hazard(const std::vector<Stmt>& stmts) const {
+    Barriers next = *this;
+    next.prologue_ = false;
+    for (const Stmt& s : stmts) {
+      if (s.kind == StmtKind::Barrier) return false;
+      std::vector<Range> reads = next.ranges(s, stmt_reads(s)), writes = next.ranges(s, stmt_writes(s));
+      for (const Range& r : reads)
+        if (hits(next.written_, r)) return true;
+      for (const Range& w : writes)
+        if (hits(next.written_, w) || hits(next.read_, w)) return true;
+      next.read_.insert(next.read_.end(), reads.begin(), reads.end());
+      next.written_.insert(next.written_.end(), writes.begin(), writes.end());
+    }
+    return false;
+  }
+
   static Stmt barrier(const Origin& from) {
     Stmt b;
     b.kind = StmtKind::Barrier;
@@ -100,7 +118,9 @@ void insert_barriers(Kernel& k) {
   // after the body's closing barrier), so its barriers serve every iteration.
   b.run(k.prologue, true);
   b.run(k.body);
-  if (k.loop > 1 && !k.body.empty()) {
+  // The next iteration's statements against what this one left since its last barrier (a body of private
+  // accesses to tiles loaded before the loop needs none: a split-KV combine's accumulators).
+  if (k.loop > 1 && !k.body.empty() && b.wraps_into_hazard(k.body)) {
     k.body.push_back(Barriers::barrier(k.body.back().from));
     b.clear();
   }

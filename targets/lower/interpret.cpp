@@ -407,19 +407,30 @@ class Machine {
       put(s.dst, x, s);
       return;
     }
-    // acc_rescale_sum(x, m): M' = max(M, m); S' = S*exp(M - M') + x*exp(m - M'), m broadcast to x.
+    // acc_rescale_sum(x, m): M' = max(M, m); S' = S*exp(M - M') + x*exp(m - M'), m broadcast to x. The running
+    // max M is one per row of m, or one per accumulator element (pass own_accumulator_state: the state tile has
+    // the accumulator's shape); the values are the same.
     std::vector<float> m = get(s.b, s);
+    const Shape &xs = shape(s.dst), &ms = shape(s.b);
+    const bool per_element = shape(s.state) == xs;
+    auto row_of = [&](size_t e) {
+      return static_cast<size_t>(broadcast_offset(ms, unflatten(static_cast<int64_t>(e), xs)));
+    };
+    if (per_element) {
+      std::vector<float> wide(x.size());
+      for (size_t e = 0; e < wide.size(); ++e) wide[e] = m[row_of(e)];
+      m = std::move(wide);
+    }
     if (it_ == 0) {
       put(s.dst, x, s);
       put(s.state, m, s);
       return;
     }
     std::vector<float> acc = get(s.dst, s), run = get(s.state, s);
-    const Shape &xs = shape(s.dst), &ms = shape(s.b);
     std::vector<float> next(run.size());
     for (size_t j = 0; j < run.size(); ++j) next[j] = max_of(run[j], m[j]);
     for (size_t e = 0; e < acc.size(); ++e) {
-      auto j = static_cast<size_t>(broadcast_offset(ms, unflatten(static_cast<int64_t>(e), xs)));
+      const size_t j = per_element ? e : row_of(e);
       acc[e] = acc[e] * std::exp(run[j] - next[j]) + x[e] * std::exp(m[j] - next[j]);
     }
     put(s.dst, acc, s);

@@ -1,4 +1,5 @@
 #include "targets/lower/kernel_ir.h"
+#include "targets/target.h"
 
 #include <algorithm>
 
@@ -97,14 +98,18 @@ std::map<int, std::pair<int64_t, int64_t>> access_spans(const std::vector<const 
 }
 
 std::optional<PrivateAccess> private_access(const Kernel& k, const Stmt& s, int tile) {
-  if (s.kind != StmtKind::Unary && s.kind != StmtKind::Binary) return std::nullopt;
-  if (tile != s.dst && tile != s.a && tile != s.b) return std::nullopt;
+  const bool elementwise = s.kind == StmtKind::Unary || s.kind == StmtKind::Binary;
+  if (!elementwise && s.kind != StmtKind::Accumulate) return std::nullopt;
+  if (tile != s.dst && tile != s.a && tile != s.b && tile != s.state) return std::nullopt;
   const Tile& d = k.tiles[static_cast<size_t>(s.dst)];
   const Tile& t = k.tiles[static_cast<size_t>(tile)];
   for (const Tile* x : {&d, &t})
     if (x->space != Space::shared || x->swizzled || x->stages != 1) return std::nullopt;
   if (t.shape != d.shape) return std::nullopt;
-  return PrivateAccess{d.shape, t.offset, ir::dtype_bytes(t.dtype)};
+  // An accumulator whose running max is per row shares it between threads: nothing of it is private.
+  if (s.state >= 0 && k.tiles[static_cast<size_t>(s.state)].shape != d.shape) return std::nullopt;
+  const int64_t run = elementwise ? targets::elementwise_run(d.shape.back()) : 1;
+  return PrivateAccess{d.shape, run, t.offset, ir::dtype_bytes(t.dtype)};
 }
 
 std::vector<int> stmt_tiles(const Stmt& s) {

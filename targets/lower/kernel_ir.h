@@ -257,13 +257,17 @@ Tile parts_tile(const Kernel& k, const Stmt& s, std::vector<int64_t> shape);
 bool reduces_whole_rows(const Kernel& k, const Stmt& s);
 
 // Where a statement touches a shared tile only at the elements each thread computes itself: an elementwise statement
-// (Unary, Binary) over a shared, unswizzled, single-buffered result of shape `shape`, at its result or at an operand
-// of that same shape (not broadcast). The tile library deals such a statement's elements to threads by the result's
-// shape alone (mg::unary, mg::binary), so two accesses with equal PrivateAccess touch the same bytes from the same
-// threads: a statement may read or overwrite what an earlier one wrote there without a barrier (insert_barriers, and
-// the CPU executor's race check).
+// (Unary, Binary) or an accumulator (Accumulate) over a shared, unswizzled result of shape `shape`, at its result,
+// at an operand of that same shape (not broadcast), or at an accumulator's running max of that shape (pass
+// own_accumulator_state); the tiles single-buffered. The tile library deals such a statement's elements to threads
+// by the result's shape alone (mg::unary, mg::binary: runs of targets::elementwise_run neighbours; the accumulators
+// element by element), so two accesses with equal PrivateAccess touch the same bytes from the same threads: a
+// statement may read or overwrite what an earlier one wrote there without a barrier (insert_barriers, and the CPU
+// executor's race check).
 struct PrivateAccess {
   std::vector<int64_t> shape;  // the statement's result shape: how elements are dealt to threads
+  int64_t run = 1;             // in runs of this many neighbours (elementwise statements: targets::elementwise_run;
+                               // accumulators deal element by element)
   int64_t offset = 0;          // where the tile starts in shared memory
   int64_t element_bytes = 0;
   bool operator==(const PrivateAccess&) const = default;

@@ -106,6 +106,7 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
     fold_across_loop(k, target);
     keep_elements_in_registers(k, target);
     fold_by_teams(k, target);
+    own_accumulator_state(k, target);
     plan_shared_memory(k, target, options.spill_to_global);  // again: register tiles free shared memory
     insert_barriers(k);
     k.entry = p.name + "_k" + std::to_string(p.kernels.size()) + "_" + names[g.result(n)];

@@ -115,6 +115,11 @@ void keep_elements_in_registers(Kernel& k, const targets::Target& target);
 // team of warps per output and a small shared tile where their folds meet, where that tile costs no busy block.
 void fold_by_teams(Kernel& k, const targets::Target& target);
 
+// Pass 6f (own_accumulators.cpp): an online-softmax accumulator in shared memory keeps a running max per element
+// (its state tile of the accumulator's shape) instead of per row, where that costs no busy block: each thread then
+// reads and writes only its own elements, and the statement needs no barrier.
+void own_accumulator_state(Kernel& k, const targets::Target& target);
+
 // Shared memory a block graph needs once lowered (passes 3 and 4), for the tiling pass's fit test.
 int64_t block_smem_bytes(const ir::Graph& body);
 

@@ -1710,9 +1710,25 @@ __device__ __forceinline__ void acc_max(float* acc, const T* x, bool first) {
 }
 
 // The online-softmax accumulator: with M the running max of m (shape SM, broadcast to S) and M' = max(M, m),
-// acc = acc * exp(M - M') + x * exp(m - M'), then M = M'.
-template <class S, class SM, class T, class TM>
+// acc = acc * exp(M - M') + x * exp(m - M'), then M = M'. The running max has shape SR: SM (one per row of m, which
+// several threads read before one rewrites it: a barrier inside), or S (lowering: pass own_accumulator_state; one
+// per accumulator element, which only its thread touches: no barrier).
+template <class S, class SM, class SR, class T, class TM>
 __device__ __forceinline__ void acc_rescale_sum(float* acc, float* run_max, const T* x, const TM* m, bool first) {
+  if constexpr (SR::size == S::size) {
+    for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
+      const float mj = to_f32(m[broadcast_offset<SM>(unflatten<S>(e))]);
+      if (first) {
+        acc[e] = to_f32(x[e]);
+        run_max[e] = mj;
+      } else {
+        const float old = run_max[e], next = max_nan(old, mj);
+        acc[e] = acc[e] * expf(old - next) + to_f32(x[e]) * expf(mj - next);
+        run_max[e] = next;
+      }
+    }
+    return;
+  }
   if (first) {
     for (int e = threadIdx.x; e < S::size; e += blockDim.x) acc[e] = to_f32(x[e]);
     for (int e = threadIdx.x; e < SM::size; e += blockDim.x) run_max[e] = to_f32(m[e]);

@@ -153,11 +153,11 @@ extern "C" __global__ void __launch_bounds__(512, 1) cand_k0_M(const mg::f16* __
     mg::acc_max<S_Mx>(t_Mx, t_m, it == 0);
     __syncthreads();
     // La = acc_rescale_sum(l, m)  [tests/verify/catalogue/true/07_online_softmax.mg:16:10]
-    mg::acc_rescale_sum<S_La, S_m>(t_La, t_La_max, t_l, t_m, it == 0);
-    __syncthreads();
+    mg::acc_rescale_sum<S_La, S_m, S_La_max>(t_La, t_La_max, t_l, t_m, it == 0);
   }
   // save(Mx, omap=[0,-,-])  [tests/verify/catalogue/true/07_online_softmax.mg:17:5]
   mg::store<S_Mx, mg::Global<1, 1, 4, 1, 0, 0, 1, 1>, 0, 0>(g_M, t_Mx, 0, 0, bx, 0);
+  __syncthreads();
   // save(La, omap=[0,-,-])  [tests/verify/catalogue/true/07_online_softmax.mg:18:5]
   mg::store<S_La, mg::Global<1, 1, 4, 1, 0, 0, 1, 1>, 0, 0>(g_L, t_La, 0, 0, bx, 0);
 }
