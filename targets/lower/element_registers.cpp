@@ -7,9 +7,6 @@
 // with the threads that compute it: loads go from global memory straight to each thread's runs, elementwise
 // statements read registers (or a broadcast operand from shared memory), stores write each thread's runs, and a
 // reduction of whole rows exchanges one value per warp and row through a small shared tile (mg::regs_reduce_rows).
-// An online-softmax accumulator over such runs keeps them across the loop with a running max per element
-// (mg::regs_acc_rescale_sum on Elements): a split-KV combine's loop then works in registers, where over shared
-// memory every iteration waited on its own stores.
 //
 // The pass starts from every shared tile such statements could hold, drops until nothing changes each tile with a
 // writer or reader that cannot work in the layout, then, while the live tiles pass targets::register_tiles_fit, the
@@ -74,18 +71,6 @@ class ElementTiles {
           return true;
         }
         return in(s.dst) && tile(s.dst).shape == x.shape;
-      case StmtKind::Accumulate:
-        // An online-softmax accumulator and its running max, both in the layout (the max per element: each thread
-        // owns its elements across the loop), x and m read from registers of its shape or from shared memory.
-        if (s.op != ir::OpCode::acc_rescale_sum || s.state < 0) return false;
-        if (t == s.state) return in(s.dst);
-        if (t == s.dst) {
-          if (!in(s.state)) return false;
-          for (int o : {s.a, s.b})
-            if (!in(o) && (tile(o).space != Space::shared || tile(o).swizzled)) return false;
-          return true;
-        }
-        return in(s.dst) && tile(s.dst).shape == x.shape;
       case StmtKind::Reduce:  // whole rows into a shared result, each warp's runs inside one row
         return s.a == t && !s.accumulate && reduces_whole_rows(k_, s) && tile(s.dst).space == Space::shared &&
                x.shape.back() % (run_length(x) * t_.execution.warp_size) == 0;
@@ -129,9 +114,6 @@ class ElementTiles {
 
   void apply() {
     if (candidates_.empty()) return;
-    for (const Stmt* s : order_)  // an accumulator's running max: one per element, like the accumulator
-      if (s->kind == StmtKind::Accumulate && in(s->dst) && s->state >= 0)
-        k_.tiles[static_cast<size_t>(s->state)].shape = tile(s->dst).shape;
     for (int t : candidates_) {
       Tile& x = k_.tiles[static_cast<size_t>(t)];
       x.space = Space::registers;

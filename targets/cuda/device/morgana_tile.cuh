@@ -1560,33 +1560,6 @@ __device__ __forceinline__ void run_of(float (&out)[V], const Smem<SA, TA>& a, i
   read_run<V, SA>(out, a.p, x);
 }
 
-// The online-softmax accumulator (mg::acc_rescale_sum) on Elements, its running max per element beside it in the
-// same layout: x and m are read at each run (registers of the shape, or shared tiles broadcast along their 1-dims).
-template <class S, int N, class X, class M>
-__device__ __forceinline__ void regs_acc_rescale_sum(Elements<S, N>& acc, Elements<S, N>& run_max, const X& x,
-                                                     const M& m, bool first) {
-  typedef Elements<S, N> E;
-#pragma unroll
-  for (int j = 0; j < E::per; ++j) {
-    if (!E::has(j)) continue;
-    const Idx i = unflatten<S>(E::run(j) * E::V);
-    float xv[E::V], mv[E::V];
-    run_of(xv, x, j, i);
-    run_of(mv, m, j, i);
-#pragma unroll
-    for (int u = 0; u < E::V; ++u) {
-      if (first) {
-        acc.v[j][u] = xv[u];
-        run_max.v[j][u] = mv[u];
-      } else {
-        const float old = run_max.v[j][u], next = max_nan(old, mv[u]);
-        acc.v[j][u] = acc.v[j][u] * expf(old - next) + xv[u] * expf(mv[u] - next);
-        run_max.v[j][u] = next;
-      }
-    }
-  }
-}
-
 // Elements of T one global access of VEC bytes moves (1: element by element).
 template <int VEC, class T>
 __host__ __device__ constexpr int vector_elements() {
