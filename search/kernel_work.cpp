@@ -46,13 +46,16 @@ double bytes_of(const TensorType& t) {
 // moves in whole sectors, and short runs lose more: measured on the H200, runs of one, two and four 32-byte sectors
 // ran at 0.73, 0.94 and 1.0 of the whole-row bandwidth, which 1 - (1 - e1) / k^2 fits for k sectors, e1 from the
 // target. Neighbouring blocks may use the rest of a sector through L2; the measurement says they mostly do not.
-double moved_bytes(const TensorType& tile, const TensorType& whole, const targets::Target& t) {
+// `adjacent`: how many of a block's iterations whose runs continue one another along the row are in flight together
+// (a pipelined loop walking the last dim): the DRAM then sees their runs as one (attention_decode's split-KV flash
+// kernel on the H100, K in runs of 64 bytes, two or more iterations in flight: 56.5 us, at the rate of whole rows).
+double moved_bytes(const TensorType& tile, const TensorType& whole, const targets::Target& t, int64_t adjacent = 1) {
   const int64_t width = tile.dim(tile.rank - 1);
   if (width >= whole.dim(whole.rank - 1)) return bytes_of(tile);
   const double run = static_cast<double>(width) * ir::dtype_bytes(tile.dtype);
   const auto sector = static_cast<double>(t.memory.dram_sector_bytes);
-  const double k = std::ceil(run / sector);
-  const double efficiency = 1 - (1 - t.cost.dram_short_run_efficiency) / (k * k);
+  const double k = std::ceil(run / sector), seen = std::ceil(run * static_cast<double>(adjacent) / sector);
+  const double efficiency = 1 - (1 - t.cost.dram_short_run_efficiency) / (seen * seen);
   return static_cast<double>(tile.numel() / width) * k * sector / efficiency;
 }
 
@@ -390,15 +393,6 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   for (const Node& nd : body.nodes())
     for (ir::TensorId o : body.operands(nd)) readers[o].push_back(&nd);
   double smem = 0;
-  // A loop with a load of rows not of whole 16-byte vectors is not pipelined; the lowering loads all its iterations'
-  // tiles before it where they fit (targets::preload_fits, which time_kernel applies): its tiles are then published
-  // before the loop, not in every iteration (depth 0), and an accumulator of such tiles of its own shape, whose
-  // elements each thread owns (pass own_accumulator_state), needs no barrier in the loop either.
-  bool narrow_loop = false;
-  for (const Node& nd : body.nodes())
-    if (ir::op_info(nd.op).kind == OpKind::Iter && nd.attrs.fmap != kPhi)
-      narrow_loop = narrow_loop || !whole_async_rows(body.type(body.result(nd)), body.operand_types()[nd.attrs.index]);
-  narrow_loop = narrow_loop && p.loop > 1 && p.loop <= targets::kMaxPreloadIterations;
   for (const Node& nd : body.nodes()) {
     const auto ops = body.operands(nd);
     const OpKind kind = ir::op_info(nd.op).kind;
@@ -412,7 +406,10 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
       const TensorType& tile = body.type(r);
       const double loads = static_cast<double>(nd.attrs.fmap != kPhi ? p.loop : 1);
       double per_block = bytes_of(tile) * loads;
-      double total = moved_bytes(tile, whole, t) * loads * blocks;
+      // A pipelined loop (whole 16-byte rows, two or more buffers) walking the tensor's last dim has at least two
+      // iterations' adjacent runs in flight.
+      const bool walks_rows = nd.attrs.fmap == whole.rank - 1 && p.loop > 1 && whole_async_rows(tile, whole);
+      double total = moved_bytes(tile, whole, t, walks_rows ? 2 : 1) * loads * blocks;
       int64_t replicas = 1;
       for (int gd = 0; gd < ir::kGridDims; ++gd)
         if (nd.attrs.map[static_cast<size_t>(gd)] == kPhi) replicas *= p.grid[static_cast<size_t>(gd)];
@@ -435,9 +432,11 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
         // other loop-varying tile is loaded and waited for every iteration, and the loop is not pipelined.
         synchronous_loads = synchronous_loads || !whole_async_rows(tile, whole);
       }
-      const int64_t published = narrow_loop && nd.attrs.fmap != kPhi ? 0 : 1;
-      depth[r] = published;
-      loop_depth = std::max(loop_depth, published);
+      // A preloaded loop's tiles are published before it; its accumulators' chains through shared memory (each
+      // iteration's reads wait on the last one's stores) still cost about a level each per iteration (H100, ncu:
+      // split-KV combines without barriers, ~0.23 us per iteration of two accumulators): priced as before.
+      depth[r] = 1;
+      loop_depth = std::max<int64_t>(loop_depth, 1);
       continue;
     }
     bool epi = false;
@@ -476,10 +475,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     // folded into a neighbour's pass neither. rms_norm is two passes (the sum of squares, then the scaling); held in
     // elements only its sum publishes through shared memory.
     const bool own_elements = elements && kind != OpKind::Norm;
-    const bool own_accumulator = narrow_loop && !epi && kind == OpKind::Accum && d == 0 && !in.empty() &&
-                                 std::ranges::equal(in[0].shape(), out[0].shape());
-    const int64_t level_of = own_accumulator                                  ? 0
-                             : rows || across || across_acc || own_elements ? std::max<int64_t>(d, 1)
+    const int64_t level_of = rows || across || across_acc || own_elements ? std::max<int64_t>(d, 1)
                              : fold == Folding::into_writer                ? std::max<int64_t>(d, 1)
                              : fold == Folding::into_reader                ? d
                              : kind == OpKind::Norm                        ? d + (elements ? 1 : 2)
