@@ -64,6 +64,13 @@ WaveTime wave_time(const detail::Work& w, int64_t nb, const targets::Target& t) 
   WaveTime wt;
   wt.memory_s = std::max({share * dram / dram_rate, share * (dram + k.l2_reread_bytes) / l2_rate,
                           busiest * k.smem_fill_bytes / fill_rate});
+  // Rows that are part of an L2 line take a request for a whole line each, which the L2 serves (neighbouring blocks
+  // hit the rest) but which costs time beyond the bytes (ncu on the H100: rmsnorm_linear's 96-byte W rows, 2.5x the
+  // requests of 128-byte ones for the same DRAM bytes, 1.25 us slower; gated_mlp's 64-byte rows, 2x, 1.15 us).
+  // Priced per request on each busy SM.
+  if (t.cost.partial_line_request_ns > 0 && t.memory.l2_line_bytes > 0)
+    wt.memory_s += share * k.partial_line_bytes / static_cast<double>(t.memory.l2_line_bytes) /
+                   std::min(static_cast<double>(nb), sms) * t.cost.partial_line_request_ns * 1e-9;
   // A resident warp moves tiles through its loop (copies, waits, barriers, the math between them) at about
   // warp_stream_gbps, so a wave of few warps cannot draw the device's bandwidth however little it computes
   // (docs/cost-model.md, "Warps that stream"). It is requested in whole L2 lines: rows that are not whole lines

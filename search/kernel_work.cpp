@@ -422,8 +422,9 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
             std::min(total, bytes_of(whole) * static_cast<double>(std::min(replicas, t.memory.l2_domains)));
       k.dram_read_bytes += dram;
       k.l2_reread_bytes += total - dram;
-      k.line_bytes +=
-          std::max(total, line_bytes_of(tile, whole, static_cast<double>(t.memory.l2_line_bytes)) * loads * blocks);
+      const double lines = line_bytes_of(tile, whole, static_cast<double>(t.memory.l2_line_bytes)) * loads * blocks;
+      k.line_bytes += std::max(total, lines);
+      k.partial_line_bytes += std::max(0.0, lines - bytes_of(tile) * loads * blocks);
       k.smem_fill_bytes += per_block;
       smem += bytes_of(tile);
       if (nd.attrs.fmap != kPhi) {

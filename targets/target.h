@@ -122,6 +122,8 @@ struct Cost {
   double vector_efficiency = 1;  // achievable fraction of the f32 vector peak for generated elementwise, reduction
                                  // and scalar matmul code (optional)
   double warp_stream_gbps = 0;   // loads one resident warp of generated code streams through its loop; 0: no limit (optional)
+  double partial_line_request_ns = 0;  // an SM's time per L2 line request beyond its bytes' whole lines (rows of
+                                       // part of a line); 0: not modelled (optional)
 };
 
 struct Target {

@@ -431,3 +431,31 @@ TEST(CostModelGolden, RmsNormLinearFused) {
 
 }  // namespace
 }  // namespace morgana::search
+
+namespace morgana::search {
+namespace {
+
+// Rows that are part of an L2 line (96-byte slices of a 12 KiB row) take a request for each line they touch, which
+// the cost model prices per request on each busy SM (partial_line_request_ns); rows of whole 128-byte lines cost
+// nothing extra (ncu on the H100: rmsnorm_linear's 48-column W tiles, 2.5x the L2 requests of 64-column ones).
+std::string column_slices(int blocks) {
+  return "kernel slices(W: f16[256,6144]) {\n"
+         "  Y = block(W) grid=[" + std::to_string(blocks) + ",1,1] threads=128 loop=1 {\n"
+         "    w = iter(W, imap=[1,-,-])\n"
+         "    a = acc_sum(w)\n"
+         "    save(a, omap=[1,-,-])\n"
+         "  }\n"
+         "  return Y\n"
+         "}\n";
+}
+
+TEST(CostModel, RowsOfPartLinesCostTheirExtraRequests) {
+  const KernelCost part = cost(column_slices(128), "h100").kernels[0];  // 48 columns: 96-byte rows
+  const KernelCost whole = cost(column_slices(96), "h100").kernels[0];  // 64 columns: 128-byte rows
+  EXPECT_GT(part.partial_line_bytes, 0) << part.label;
+  EXPECT_EQ(whole.partial_line_bytes, 0) << whole.label;
+  EXPECT_GT(target("h100").cost.partial_line_request_ns, 0);
+}
+
+}  // namespace
+}  // namespace morgana::search
