@@ -61,9 +61,10 @@ double moved_bytes(const TensorType& tile, const TensorType& whole, const target
 
 // The bytes of whole lines of `line` bytes that a tile's rows touch: a row of R bytes at a multiple of R from a
 // line-aligned start touches, on average over its offsets, more lines than R / line when R is not a multiple of
-// the line (96-byte rows: one and a half lines each). Whole rows of the tensor are one contiguous run.
-double line_bytes_of(const TensorType& tile, const TensorType& whole, double line) {
-  const int64_t width = tile.dim(tile.rank - 1);
+// the line (96-byte rows: one and a half lines each). Whole rows of the tensor are one contiguous run. `adjacent`
+// iterations whose runs continue one another (moved_bytes) request their lines together: the run is theirs.
+double line_bytes_of(const TensorType& tile, const TensorType& whole, double line, int64_t adjacent = 1) {
+  const int64_t width = tile.dim(tile.rank - 1) * adjacent;
   const double bytes = bytes_of(tile);
   if (line <= 0) return bytes;
   if (width >= whole.dim(whole.rank - 1)) return std::ceil(bytes / line) * line;
@@ -72,7 +73,8 @@ double line_bytes_of(const TensorType& tile, const TensorType& whole, double lin
   const int64_t period = l / std::gcd(run, l);  // offsets repeat every `period` rows
   int64_t lines = 0;
   for (int64_t o = 0; o < period; ++o) lines += ((o * run) % l + run + l - 1) / l;
-  return static_cast<double>(tile.numel() / width) * static_cast<double>(lines) / static_cast<double>(period) * line;
+  return static_cast<double>(tile.numel() * adjacent / width) * static_cast<double>(lines) /
+         static_cast<double>(period) * line / static_cast<double>(adjacent);
 }
 
 // Whether a loop tile moves in whole asynchronous copies (targets::kAsyncCopyBytes): its rows and the tensor's are
@@ -422,7 +424,8 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
             std::min(total, bytes_of(whole) * static_cast<double>(std::min(replicas, t.memory.l2_domains)));
       k.dram_read_bytes += dram;
       k.l2_reread_bytes += total - dram;
-      const double lines = line_bytes_of(tile, whole, static_cast<double>(t.memory.l2_line_bytes)) * loads * blocks;
+      const double lines =
+          line_bytes_of(tile, whole, static_cast<double>(t.memory.l2_line_bytes), walks_rows ? 2 : 1) * loads * blocks;
       k.line_bytes += std::max(total, lines);
       k.partial_line_bytes += std::max(0.0, lines - bytes_of(tile) * loads * blocks);
       k.smem_fill_bytes += per_block;
