@@ -1,5 +1,5 @@
 // Pass 6f of the lowering: online-softmax accumulators whose threads own their elements (docs/lowering.md,
-// "Accumulators in shared memory").
+// "Accumulators that own their elements").
 //
 // mg::acc_rescale_sum over shared memory deals the accumulator's elements to threads as the other accumulators do
 // (element e to thread e % threads, every iteration the same), but keeps its running max per row of m, which several
