@@ -410,8 +410,8 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
       double per_block = bytes_of(tile) * loads;
       // A pipelined loop (whole 16-byte rows, two or more buffers) walking the tensor's last dim has at least two
       // iterations' adjacent runs in flight.
-      const bool walks_rows = nd.attrs.fmap == whole.rank - 1 && p.loop > 1 && whole_async_rows(tile, whole);
-      double total = moved_bytes(tile, whole, t, walks_rows ? 2 : 1) * loads * blocks;
+      const int64_t adjacent = nd.attrs.fmap == whole.rank - 1 && p.loop > 1 && whole_async_rows(tile, whole) ? 2 : 1;
+      double total = moved_bytes(tile, whole, t, adjacent) * loads * blocks;
       int64_t replicas = 1;
       for (int gd = 0; gd < ir::kGridDims; ++gd)
         if (nd.attrs.map[static_cast<size_t>(gd)] == kPhi) replicas *= p.grid[static_cast<size_t>(gd)];
@@ -425,7 +425,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
       k.dram_read_bytes += dram;
       k.l2_reread_bytes += total - dram;
       const double lines =
-          line_bytes_of(tile, whole, static_cast<double>(t.memory.l2_line_bytes), walks_rows ? 2 : 1) * loads * blocks;
+          line_bytes_of(tile, whole, static_cast<double>(t.memory.l2_line_bytes), adjacent) * loads * blocks;
       k.line_bytes += std::max(total, lines);
       k.partial_line_bytes += std::max(0.0, lines - bytes_of(tile) * loads * blocks);
       k.smem_fill_bytes += per_block;

@@ -98,18 +98,9 @@ class ElementTiles {
     for (auto& [t, sp] : span)
       if (sp.first < body_end && sp.second >= body_begin)
         sp = {std::min(sp.first, body_begin), std::max(sp.second, body_end - 1)};
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t live = 0, largest_regs = -1;
-      int largest = -1;
-      for (const auto& [t, sp] : span) {
-        if (sp.first > i || sp.second < i) continue;
-        const int64_t r = registers(tile(t));
-        live += r;
-        if (r > largest_regs) largest = t, largest_regs = r;
-      }
-      if (!targets::register_tiles_fit(t_, live, largest_regs)) return largest;
-    }
-    return -1;
+    return lower::largest_at_register_peak(
+        n, span, [](int64_t i, int, const AccessSpan& sp) { return sp.first <= i && sp.second >= i; },
+        [&](int t) { return registers(tile(t)); }, t_);
   }
 
   void apply() {

@@ -385,8 +385,7 @@ class Emitter {
       case StmtKind::Accumulate:
         if (s.op == ir::OpCode::acc_rescale_sum)
           line(in + "mg::acc_rescale_sum<" + S(s.dst) + ", " + S(s.b) + ", " + S(s.state) + ">(" + t(s.dst) + ", " +
-                   t(s.state) + ", " +
-                   t(s.a) + ", " + t(s.b) + ", it == 0);",
+                   t(s.state) + ", " + t(s.a) + ", " + t(s.b) + ", it == 0);",
                origin);
         else
           line(in + "mg::" + std::string(ir::op_name(s.op)) + "<" + S(s.dst) + ">(" + t(s.dst) + ", " + t(s.a) +

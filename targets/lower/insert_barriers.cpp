@@ -34,26 +34,19 @@ class Barriers {
   explicit Barriers(const Kernel& k) : k_(k) {}
 
   // `prologue`: the statements run once, before the loop, where a Load ahead fills the buffers of iterations
-  // `ahead` .. ahead + iterations - 1 and no others (in the body the buffer depends on the iteration, so a statement is judged on all of a tile's).
+  // `ahead` .. ahead + iterations - 1 and no others (in the body the buffer depends on the iteration, so a statement
+  // is judged on all of a tile's).
   void run(std::vector<Stmt>& stmts, bool prologue = false) {
     prologue_ = prologue;
     std::vector<Stmt> out;
     for (Stmt& s : stmts) {
       if (s.kind == StmtKind::Barrier) {
         clear();
-        out.push_back(std::move(s));
-        continue;
-      }
-      std::vector<Range> reads = ranges(s, stmt_reads(s)), writes = ranges(s, stmt_writes(s));
-      bool hazard = false;
-      for (const Range& r : reads) hazard = hazard || hits(written_, r);
-      for (const Range& w : writes) hazard = hazard || hits(written_, w) || hits(read_, w);
-      if (hazard) {
-        out.push_back(barrier(s.from));
+      } else if (!access(s)) {
+        out.push_back(sync_stmt(StmtKind::Barrier, s.from));
         clear();
+        access(s);
       }
-      read_.insert(read_.end(), reads.begin(), reads.end());
-      written_.insert(written_.end(), writes.begin(), writes.end());
       out.push_back(std::move(s));
     }
     stmts = std::move(out);
@@ -66,22 +59,9 @@ class Barriers {
     next.prologue_ = false;
     for (const Stmt& s : stmts) {
       if (s.kind == StmtKind::Barrier) return false;
-      std::vector<Range> reads = next.ranges(s, stmt_reads(s)), writes = next.ranges(s, stmt_writes(s));
-      for (const Range& r : reads)
-        if (hits(next.written_, r)) return true;
-      for (const Range& w : writes)
-        if (hits(next.written_, w) || hits(next.read_, w)) return true;
-      next.read_.insert(next.read_.end(), reads.begin(), reads.end());
-      next.written_.insert(next.written_.end(), writes.begin(), writes.end());
+      if (!next.access(s)) return true;
     }
     return false;
-  }
-
-  static Stmt barrier(const Origin& from) {
-    Stmt b;
-    b.kind = StmtKind::Barrier;
-    b.from = from;
-    return b;
   }
 
   void clear() {
@@ -90,6 +70,19 @@ class Barriers {
   }
 
  private:
+  // Records statement s's accesses since the last barrier; false (recording nothing) when one of them meets an
+  // earlier one: s must wait behind a barrier.
+  bool access(const Stmt& s) {
+    std::vector<Range> reads = ranges(s, stmt_reads(s)), writes = ranges(s, stmt_writes(s));
+    for (const Range& r : reads)
+      if (hits(written_, r)) return false;
+    for (const Range& w : writes)
+      if (hits(written_, w) || hits(read_, w)) return false;
+    read_.insert(read_.end(), reads.begin(), reads.end());
+    written_.insert(written_.end(), writes.begin(), writes.end());
+    return true;
+  }
+
   std::vector<Range> ranges(const Stmt& s, const std::vector<int>& tiles) const {
     std::vector<Range> r;
     for (int t : tiles) {
@@ -121,7 +114,7 @@ void insert_barriers(Kernel& k) {
   // The next iteration's statements against what this one left since its last barrier (a body of private
   // accesses to tiles loaded before the loop needs none: a split-KV combine's accumulators).
   if (k.loop > 1 && !k.body.empty() && b.wraps_into_hazard(k.body)) {
-    k.body.push_back(Barriers::barrier(k.body.back().from));
+    k.body.push_back(sync_stmt(StmtKind::Barrier, k.body.back().from));
     b.clear();
   }
   b.run(k.epilogue);

@@ -1,9 +1,9 @@
 #include "targets/lower/kernel_ir.h"
-#include "targets/target.h"
 
 #include <algorithm>
 
 #include "ir/printer.h"
+#include "targets/lower/passes.h"
 
 namespace morgana::lower {
 
@@ -95,6 +95,31 @@ std::map<int, std::pair<int64_t, int64_t>> access_spans(const std::vector<const 
       }
   }
   return span;
+}
+
+Stmt sync_stmt(StmtKind kind, const Origin& from, int pending) {
+  Stmt s;
+  s.kind = kind;
+  s.from = from;
+  s.pending = pending;
+  return s;
+}
+
+int largest_at_register_peak(int64_t positions, const std::map<int, AccessSpan>& spans,
+                             const std::function<bool(int64_t, int, const AccessSpan&)>& live,
+                             const std::function<int64_t(int)>& registers, const targets::Target& target) {
+  for (int64_t i = 0; i < positions; ++i) {
+    int64_t total = 0, largest_regs = -1;
+    int largest = -1;
+    for (const auto& [t, sp] : spans) {
+      if (!live(i, t, sp)) continue;
+      const int64_t r = registers(t);
+      total += r;
+      if (r > largest_regs) largest = t, largest_regs = r;
+    }
+    if (!targets::register_tiles_fit(target, total, largest_regs)) return largest;
+  }
+  return -1;
 }
 
 std::optional<PrivateAccess> private_access(const Kernel& k, const Stmt& s, int tile) {

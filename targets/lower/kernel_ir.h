@@ -242,6 +242,9 @@ std::vector<int> stmt_reads(const Stmt& s);
 std::vector<int> stmt_writes(const Stmt& s);
 // Both: the tiles a statement touches (writes first).
 std::vector<int> stmt_tiles(const Stmt& s);
+// A Barrier, or an AsyncWait that closes the batch before it and waits for all but `pending` batches, attributed to
+// `from`.
+Stmt sync_stmt(StmtKind kind, const Origin& from, int pending = 0);
 
 // For each tile `keep` accepts, the positions of its first and last access (read or write) among `order` (a kernel's
 // statements in order: prologue, body, epilogue), for the register passes' liveness.

@@ -87,6 +87,14 @@ void keep_rows_in_registers(Kernel& k, const targets::Target& target);
 // fixed renaming of values (the same for every lane), so a register tile can be a matmul's A without an exchange.
 bool c_fragments_feed_a(const targets::MatrixInstr& m, int64_t warp_size);
 
+// The register passes' fit test (row_registers.cpp, element_registers.cpp): at each of `positions` statements, the
+// tiles of `spans` that `live(position, tile, span)` accepts hold `registers(tile)` registers each; returns the largest
+// of them at the first position where they fail targets::register_tiles_fit, or -1.
+using AccessSpan = std::pair<int64_t, int64_t>;
+int largest_at_register_peak(int64_t positions, const std::map<int, AccessSpan>& spans,
+                             const std::function<bool(int64_t, int, const AccessSpan&)>& live,
+                             const std::function<int64_t(int)>& registers, const targets::Target& target);
+
 // Pass 6 (registers.cpp): a matmul on a matrix instruction whose result can live in registers writes a register
 // tile (Space::registers) instead of its shared one, and a Publish stores it there where it is first needed: the
 // accumulator of a for-loop (accumulating across iterations without shared-memory traffic, published at the start

@@ -34,10 +34,7 @@ bool batch_loads(std::vector<Stmt>& list, const Kernel& k, const LoweredProgram&
   for (const Stmt& s : list) (asynchronous(s, k, p) ? loads : rest).push_back(s);
   if (loads.size() < 2) return false;  // a single load gains nothing
   for (Stmt& s : loads) s.batch = true;
-  Stmt wait;
-  wait.kind = StmtKind::AsyncWait;
-  wait.from = loads.front().from;
-  loads.push_back(wait);
+  loads.push_back(sync_stmt(StmtKind::AsyncWait, loads.front().from));
   loads.insert(loads.end(), rest.begin(), rest.end());
   list = std::move(loads);
   return true;
@@ -59,30 +56,25 @@ Kernel staged_copy(const Kernel& k, const LoweredProgram& p, int64_t stages) {
     loads.push_back(s);
     loads.back().batch = true;
   }
-  Stmt wait;
-  wait.kind = StmtKind::AsyncWait;
-  wait.from = loads.front().from;
+  const Origin& from = loads.front().from;
   for (int64_t ahead = 0; ahead + 1 < stages; ++ahead) {
     for (Stmt s : loads) {
       s.ahead = ahead;
       staged.prologue.push_back(s);
     }
-    wait.pending = ahead + 1;  // closes the batch; nothing to wait for yet
-    staged.prologue.push_back(wait);
+    // Closes the batch; nothing to wait for yet.
+    staged.prologue.push_back(sync_stmt(StmtKind::AsyncWait, from, static_cast<int>(ahead + 1)));
   }
   // A barrier closing the prologue: otherwise insert_barriers, which judges the body against what the prologue left
   // pending, would put one at the top of every iteration (the first buffer's writes look like the second's).
-  Stmt barrier;
-  barrier.kind = StmtKind::Barrier;
-  barrier.from = wait.from;
-  staged.prologue.push_back(barrier);
+  staged.prologue.push_back(sync_stmt(StmtKind::Barrier, from));
   staged.body.clear();
   for (Stmt s : loads) {
     s.ahead = stages - 1;
     staged.body.push_back(s);
   }
-  wait.pending = stages - 1;  // this iteration's batch is complete after the wait
-  staged.body.push_back(wait);
+  // This iteration's batch is complete after the wait.
+  staged.body.push_back(sync_stmt(StmtKind::AsyncWait, from, static_cast<int>(stages - 1)));
   staged.body.insert(staged.body.end(), rest.begin(), rest.end());
   return staged;
 }
@@ -145,17 +137,8 @@ bool preload(Kernel& k, const LoweredProgram& p, const targets::Target& target) 
       s.iterations = k.loop;
       staged.prologue.push_back(s);
     }
-  if (any_async) {
-    Stmt wait;
-    wait.kind = StmtKind::AsyncWait;
-    wait.from = loads.front().from;
-    wait.pending = 0;
-    staged.prologue.push_back(wait);
-  }
-  Stmt barrier;
-  barrier.kind = StmtKind::Barrier;
-  barrier.from = loads.front().from;
-  staged.prologue.push_back(barrier);
+  if (any_async) staged.prologue.push_back(sync_stmt(StmtKind::AsyncWait, loads.front().from));
+  staged.prologue.push_back(sync_stmt(StmtKind::Barrier, loads.front().from));
   staged.body = std::move(rest);
   if (!costs_nothing(k, staged, target)) return false;
   k = std::move(staged);

@@ -281,20 +281,13 @@ class RowRegisters {
       }
       if (touches_body && carried) sp = {std::min(sp.first, body_begin), std::max(sp.second, body_end - 1)};
     }
-    for (int64_t i = 0; i < n; ++i) {
-      const Stmt& s = *order_[static_cast<size_t>(i)];
-      const std::vector<int> writes = stmt_writes(s);
-      int64_t live = 0, largest = -1, largest_regs = -1;
-      for (const auto& [t, sp] : span) {
-        const bool dst = std::count(writes.begin(), writes.end(), t) > 0;
-        if (!(dst || (sp.first <= i && sp.second > i))) continue;
-        const int64_t r = registers(tile(t), families_.at(t));
-        live += r;
-        if (r > largest_regs) largest = t, largest_regs = r;
-      }
-      if (!targets::register_tiles_fit(t_, live, largest_regs)) return static_cast<int>(largest);
-    }
-    return -1;
+    // The statement's writes, read once per position.
+    auto live = [&, at = int64_t{-1}, writes = std::vector<int>{}](int64_t i, int t, const AccessSpan& sp) mutable {
+      if (i != at) writes = stmt_writes(*order_[static_cast<size_t>(at = i)]);
+      return std::count(writes.begin(), writes.end(), t) > 0 || (sp.first <= i && sp.second > i);
+    };
+    return lower::largest_at_register_peak(
+        n, span, live, [&](int t) { return registers(tile(t), families_.at(t)); }, t_);
   }
 
   void apply() {
