@@ -8,6 +8,12 @@
 // statements read registers (or a broadcast operand from shared memory), stores write each thread's runs, and a
 // reduction of whole rows exchanges one value per warp and row through a small shared tile (mg::regs_reduce_rows).
 //
+// An accumulator over elements (acc_sum, acc_max, acc_rescale_sum with a running max per element) of a tile the
+// loop computes (a flash kernel's row sums and P·V) folds each thread's runs into its registers across the loop. An
+// accumulator of loaded tiles (a split-KV or split-K combine) stays in shared memory: there the fold is the whole
+// work, and the shared deal spreads it over a thread per element where the runs would leave it to a few threads
+// (measured on the H100: combines of 4-16 iterations 0.3-3.0 us slower with runs in registers, loads included).
+//
 // The pass starts from every shared tile such statements could hold, drops until nothing changes each tile with a
 // writer or reader that cannot work in the layout, then, while the live tiles pass targets::register_tiles_fit, the
 // largest one live at the peak. What stays becomes Space::registers with RegisterLayout::elements.
@@ -60,22 +66,36 @@ class ElementTiles {
     switch (s.kind) {
       case StmtKind::Load:  // from global memory straight into the runs, not pipelined
         return s.dst == t && s.ahead == 0 && x.stages == 1 && s.tensor_map < 0;
+      case StmtKind::Accumulate:
+        // Each thread folds its runs: the accumulator (and an acc_rescale_sum's running max, one per element) in
+        // the layout, the folded tile from registers of its shape or read from shared memory at each element, an
+        // acc_rescale_sum's maxima too (broadcast along their 1-dims).
+        if (s.dst == t || s.state == t)
+          return in(s.dst) && (s.state < 0 || in(s.state)) && !loaded(s.a) && operand_fits(s.a) &&
+                 (s.b < 0 || operand_fits(s.b));
+        return in(s.dst) && tile(s.dst).shape == x.shape;
       case StmtKind::Store: return true;
       case StmtKind::Unary:
       case StmtKind::Binary:
         // The result in the layout, its operands from registers of its shape or from shared memory (read at each
         // element, broadcast along their 1-dims; unswizzled). An operand in the layout needs its reader's.
-        if (s.dst == t) {
-          for (int o : {s.a, s.b})
-            if (o >= 0 && !in(o) && (tile(o).space != Space::shared || tile(o).swizzled)) return false;
-          return true;
-        }
+        if (s.dst == t) return operand_fits(s.a) && (s.b < 0 || operand_fits(s.b));
         return in(s.dst) && tile(s.dst).shape == x.shape;
       case StmtKind::Reduce:  // whole rows into a shared result, each warp's runs inside one row
         return s.a == t && !s.accumulate && reduces_whole_rows(k_, s) && tile(s.dst).space == Space::shared &&
                x.shape.back() % (run_length(x) * t_.execution.warp_size) == 0;
       default: return false;
     }
+  }
+
+  // An operand of a statement whose result is in the layout: registers (of the result's shape, which the operand's
+  // own check asks), or a shared unswizzled tile read at each element (mg::smem).
+  bool operand_fits(int o) const { return in(o) || (tile(o).space == Space::shared && !tile(o).swizzled); }
+
+  // Whether tile t is written by a Load (a loaded tile, not one the block computes).
+  bool loaded(int t) const {
+    return std::any_of(order_.begin(), order_.end(),
+                       [&](const Stmt* s) { return s->kind == StmtKind::Load && s->dst == t; });
   }
 
   bool drop_unfit() {
@@ -119,6 +139,8 @@ class ElementTiles {
         s->async = false;
         s->batch = false;
       }
+      if (s->kind == StmtKind::Accumulate && s->state >= 0 && in(s->dst))
+        k_.tiles[static_cast<size_t>(s->state)].shape = tile(s->dst).shape;  // a running max per element
       if (s->kind == StmtKind::Reduce && in(s->a)) {
         // One f32 per warp and run position: W per row, rows in order (mg::regs_reduce_rows).
         const Tile& x = tile(s->a);

@@ -574,6 +574,40 @@ TEST(Lower, NarrowLoopLoadsArePreloadedAndTheirAccumulatorsNeedNoBarrier) {
   EXPECT_EQ(find_stmt(combine.body, lower::StmtKind::Barrier), nullptr) << lower::print(p);
 }
 
+// Accumulators that fold tiles the loop computes (a one-row flash kernel's row sums and P·V, which stay in shared
+// memory) keep their elements in registers, each thread its runs, with a running max per element beside them: no
+// shared accumulator, no barrier before the saves. The combine's accumulators fold loaded partial results and stay
+// in shared memory, where a thread per element shares the work. The CPU execution (race checks included) matches
+// the float reference.
+TEST(Lower, AccumulatorsOfComputedTilesKeepTheirElementsInRegisters) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Graph g = std::move(ir::parse_file("examples/mugraphs/attention_decode_one_row_flash.mg").programs[0]);
+  lower::LoweredProgram p = lower::lower(g, h100);
+  ASSERT_EQ(p.kernels.size(), 2u);
+  auto accumulators = [](const lower::Kernel& k, lower::Space space) {
+    int n = 0;
+    for (const lower::Stmt& s : k.body) {
+      if (s.kind != lower::StmtKind::Accumulate) continue;
+      const lower::Tile& acc = k.tiles[static_cast<size_t>(s.dst)];
+      EXPECT_EQ(acc.space, space) << acc.name;
+      if (space == lower::Space::registers) {
+        EXPECT_TRUE(acc.layout.elements) << acc.name;
+        if (s.state >= 0) {
+          const lower::Tile& state = k.tiles[static_cast<size_t>(s.state)];
+          EXPECT_EQ(state.space, lower::Space::registers);
+          EXPECT_EQ(state.shape, acc.shape);
+        }
+      }
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(accumulators(p.kernels[0], lower::Space::registers), 3) << lower::print(p);
+  EXPECT_EQ(find_stmt(p.kernels[0].epilogue, lower::StmtKind::Barrier), nullptr) << lower::print(p);
+  EXPECT_EQ(accumulators(p.kernels[1], lower::Space::shared), 2) << lower::print(p);
+  expect_matches_reference(g, p, 5, "O");
+}
+
 TEST(Lower, UnpipelinedLoadsAreBatched) {
   targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
   ir::Graph one = std::move(ir::parse_module(kOneTaskFold).programs[0]);

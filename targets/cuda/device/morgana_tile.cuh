@@ -1650,6 +1650,55 @@ __device__ __forceinline__ void regs_binary(Elements<S, N>& dst, const A& a, con
   }
 }
 
+// Accumulators on Elements (lowering pass keep_elements_in_registers): each thread folds its own runs across the
+// loop; x is registers of S or a shared tile read at each element (broadcast along its 1-dims).
+template <class S, int N, class X, class Op>
+__device__ __forceinline__ void elems_accumulate(Elements<S, N>& acc, const X& x, bool first, Op op) {
+  typedef Elements<S, N> E;
+#pragma unroll
+  for (int j = 0; j < E::per; ++j) {
+    if (!E::has(j)) continue;
+    float y[E::V];
+    run_of(y, x, j, unflatten<S>(E::run(j) * E::V));
+#pragma unroll
+    for (int u = 0; u < E::V; ++u) acc.v[j][u] = first ? y[u] : op(acc.v[j][u], y[u]);
+  }
+}
+template <class S, int N, class X>
+__device__ __forceinline__ void regs_acc_sum(Elements<S, N>& acc, const X& x, bool first) {
+  elems_accumulate(acc, x, first, SumOp());
+}
+template <class S, int N, class X>
+__device__ __forceinline__ void regs_acc_max(Elements<S, N>& acc, const X& x, bool first) {
+  elems_accumulate(acc, x, first, MaxOp());
+}
+// The online-softmax accumulator on Elements, its running max one per element (run_max, the same layout): only
+// the thread that holds an element reads or writes its state.
+template <class S, int N, class X, class M>
+__device__ __forceinline__ void regs_acc_rescale_sum(Elements<S, N>& acc, Elements<S, N>& run_max, const X& x,
+                                                     const M& m, bool first) {
+  typedef Elements<S, N> E;
+#pragma unroll
+  for (int j = 0; j < E::per; ++j) {
+    if (!E::has(j)) continue;
+    const Idx at = unflatten<S>(E::run(j) * E::V);
+    float y[E::V], mj[E::V];
+    run_of(y, x, j, at);
+    run_of(mj, m, j, at);
+#pragma unroll
+    for (int u = 0; u < E::V; ++u) {
+      if (first) {
+        acc.v[j][u] = y[u];
+        run_max.v[j][u] = mj[u];
+      } else {
+        const float old = run_max.v[j][u], next = max_nan(old, mj[u]);
+        acc.v[j][u] = acc.v[j][u] * expf(old - next) + y[u] * expf(mj[u] - next);
+        run_max.v[j][u] = next;
+      }
+    }
+  }
+}
+
 // dst (shared, one value per row) = the rows of x folded (the last dim, whole). Lowering keeps x in registers only
 // where a row holds a multiple of a warp's runs, so the runs a warp holds at each j lie in one row: each thread
 // folds its run, the warp folds its lanes by shuffles, lane 0 leaves the warp's fold in parts (one per warp and j:

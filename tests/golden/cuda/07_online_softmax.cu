@@ -63,7 +63,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ref_k0_S(const mg::f16* __r
 //   S: output f16[4,32]
 //   workspace: workspace 1024 bytes
 // Kernels, in launch order:
-//   cand_k0_M grid [4,1,1] block [512,1,1] shared 176 B  node 'M,L' (tests/verify/catalogue/true/07_online_softmax.mg:9:10)
+//   cand_k0_M grid [4,1,1] block [512,1,1] shared 128 B  node 'M,L' (tests/verify/catalogue/true/07_online_softmax.mg:9:10)
 //   cand_k1_D grid [1,1,1] block [512,1,1] shared 16 B  node 'D' (tests/verify/catalogue/true/07_online_softmax.mg:20:7)
 //   cand_k2_E grid [1,1,1] block [512,1,1] shared 0 B  node 'E' (tests/verify/catalogue/true/07_online_softmax.mg:21:7)
 //   cand_k3_S grid [1,1,1] block [512,1,1] shared 16 B  node 'S' (tests/verify/catalogue/true/07_online_softmax.mg:22:7)
@@ -108,7 +108,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ref_k0_S(const mg::f16* __r
 
 // ---- kernel 0: node 'M,L' (tests/verify/catalogue/true/07_online_softmax.mg:9:10)
 // M, L = block(X) grid=[4,1,1] threads=32 loop=4
-// grid [4,1,1], 512 threads, 176 bytes of shared memory, loop of 4
+// grid [4,1,1], 512 threads, 128 bytes of shared memory, loop of 4
 extern "C" __global__ void __launch_bounds__(512, 1) cand_k0_M(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
   mg::assume_threads<512>();
@@ -118,17 +118,17 @@ extern "C" __global__ void __launch_bounds__(512, 1) cand_k0_M(const mg::f16* __
   using S_x = mg::Shape<1, 1, 1, 8>;
   mg::f16* const t_x_buffers = reinterpret_cast<mg::f16*>(mg_smem + 0);  // f16[1,8], 4 buffers (pipelined loads)
   using S_m = mg::Shape<1, 1, 1, 1>;
-  float* const t_m = reinterpret_cast<float*>(mg_smem + 144);  // f32[1,1]
+  float* const t_m = reinterpret_cast<float*>(mg_smem + 96);  // f32[1,1]
   using S_e = mg::Shape<1, 1, 1, 8>;
   float* const t_e = reinterpret_cast<float*>(mg_smem + 64);  // f32[1,8]
   using S_l = mg::Shape<1, 1, 1, 1>;
-  float* const t_l = reinterpret_cast<float*>(mg_smem + 160);  // f32[1,1]
+  float* const t_l = reinterpret_cast<float*>(mg_smem + 112);  // f32[1,1]
   using S_Mx = mg::Shape<1, 1, 1, 1>;
-  float* const t_Mx = reinterpret_cast<float*>(mg_smem + 96);  // f32[1,1]
+  mg::Elements<S_Mx, 512> r_Mx;  // f32[1,1] in registers, each thread its elementwise statements' runs
   using S_La = mg::Shape<1, 1, 1, 1>;
-  float* const t_La = reinterpret_cast<float*>(mg_smem + 112);  // f32[1,1]
+  mg::Elements<S_La, 512> r_La;  // f32[1,1] in registers, each thread its elementwise statements' runs
   using S_La_max = mg::Shape<1, 1, 1, 1>;
-  float* const t_La_max = reinterpret_cast<float*>(mg_smem + 128);  // f32[1,1]
+  mg::Elements<S_La_max, 512> r_La_max;  // f32[1,1] in registers, each thread its elementwise statements' runs
   // x = iter(X, imap=[0,-,-], fmap=1)  [tests/verify/catalogue/true/07_online_softmax.mg:10:9]
   mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async_batch>(t_x_buffers, p_X, 0, 0, bx, 0, 0.0f);
   mg::async_wait<1>();
@@ -150,16 +150,15 @@ extern "C" __global__ void __launch_bounds__(512, 1) cand_k0_M(const mg::f16* __
     // l = reduce_sum(e, dim=1)  [tests/verify/catalogue/true/07_online_softmax.mg:14:9]
     mg::reduce_sum<S_e, S_l, 3, 1, false>(t_l, t_e);
     // Mx = acc_max(m)  [tests/verify/catalogue/true/07_online_softmax.mg:15:10]
-    mg::acc_max<S_Mx>(t_Mx, t_m, it == 0);
+    mg::regs_acc_max(r_Mx, mg::smem<S_m>(t_m), it == 0);
     __syncthreads();
     // La = acc_rescale_sum(l, m)  [tests/verify/catalogue/true/07_online_softmax.mg:16:10]
-    mg::acc_rescale_sum<S_La, S_m, S_La_max>(t_La, t_La_max, t_l, t_m, it == 0);
+    mg::regs_acc_rescale_sum(r_La, r_La_max, mg::smem<S_l>(t_l), mg::smem<S_m>(t_m), it == 0);
   }
   // save(Mx, omap=[0,-,-])  [tests/verify/catalogue/true/07_online_softmax.mg:17:5]
-  mg::store<S_Mx, mg::Global<1, 1, 4, 1, 0, 0, 1, 1>, 0, 0>(g_M, t_Mx, 0, 0, bx, 0);
-  __syncthreads();
+  mg::store_elems<mg::Global<1, 1, 4, 1, 0, 0, 1, 1>, 0, 0>(g_M, r_Mx, 0, 0, bx, 0);
   // save(La, omap=[0,-,-])  [tests/verify/catalogue/true/07_online_softmax.mg:18:5]
-  mg::store<S_La, mg::Global<1, 1, 4, 1, 0, 0, 1, 1>, 0, 0>(g_L, t_La, 0, 0, bx, 0);
+  mg::store_elems<mg::Global<1, 1, 4, 1, 0, 0, 1, 1>, 0, 0>(g_L, r_La, 0, 0, bx, 0);
 }
 
 // ---- kernel 1: node 'D' (tests/verify/catalogue/true/07_online_softmax.mg:20:7)
