@@ -310,7 +310,7 @@ bool held_in_elements(const Graph& body, const Node& nd, OpKind kind, const Tens
                       const std::vector<std::vector<const Node*>>& readers, int64_t loop, int64_t threads,
                       const targets::Target& t) {
   if ((kind != OpKind::Unary && kind != OpKind::Binary && kind != OpKind::Norm) || nd.num_results != 1) return false;
-  const int64_t last = out.dim(out.rank - 1), run = targets::elementwise_run(last);
+  const int64_t last = out.dim(out.rank - 1), run = targets::element_run(out.numel(), last, threads);
   const int64_t regs = targets::element_registers(out.numel(), last, threads);
   if (!targets::register_tiles_fit(t, regs, regs) || threads % t.execution.warp_size != 0) return false;
   for (const Node* r : readers[body.result(nd)]) {

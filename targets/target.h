@@ -171,12 +171,21 @@ constexpr int64_t kAsyncCopyBytes = 16;
 // at a time, where an elementwise pass reads element by element.
 constexpr int64_t kFragmentLoadBytes = 16;
 // Elements an elementwise statement deals a thread per step along a tile's last dim of extent `last` (the tile
-// library's mg::run_length: the largest of 8, 4, 2 dividing it), and the f32 registers a thread then holds of a tile
-// of `numel` elements kept in registers that way (mg::Elements: whole runs, the last ones on fewer threads). The
+// library's mg::run_length: the largest of 8, 4, 2 dividing it), and the f32 registers a thread holds of a tile of
+// `numel` elements kept in registers in runs (mg::Elements: whole runs, the last ones on fewer threads). The
 // lowering's element layout and the cost model both read them.
 constexpr int64_t elementwise_run(int64_t last) { return last % 8 == 0 ? 8 : last % 4 == 0 ? 4 : last % 2 == 0 ? 2 : 1; }
+// The run of a tile kept in registers in that layout (mg::Elements): elementwise_run, halved while the runs would
+// leave threads of the block without one (a split-KV combine's [2, 64] partial outputs on 128 threads: runs of
+// one), so that no thread folds eight elements' work that a thread per element shares.
+constexpr int64_t element_run(int64_t numel, int64_t last, int64_t threads) {
+  int64_t run = elementwise_run(last);
+  while (run > 1 && numel / run < threads) run /= 2;
+  return run;
+}
 constexpr int64_t element_registers(int64_t numel, int64_t last, int64_t threads) {
-  return (numel / elementwise_run(last) + threads - 1) / threads * elementwise_run(last);
+  const int64_t run = element_run(numel, last, threads);
+  return (numel / run + threads - 1) / threads * run;
 }
 
 // Buffers a for-loop's asynchronous loads get (software pipelining, docs/lowering.md): the most, up to 4 and up to

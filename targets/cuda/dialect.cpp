@@ -36,6 +36,7 @@ const lower::Dialect& cuda_dialect() {
       .byte_type = "unsigned char",
       .index_type = "long long",
       .loop_index_type = "int",
+      .unroll = "#pragma unroll",
       .storage_type = {"mg::f16", "mg::bf16", "float"},
       .define = "#define {}",
       .include = "#include \"{}\"",

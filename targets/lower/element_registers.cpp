@@ -8,11 +8,14 @@
 // statements read registers (or a broadcast operand from shared memory), stores write each thread's runs, and a
 // reduction of whole rows exchanges one value per warp and row through a small shared tile (mg::regs_reduce_rows).
 //
-// An accumulator over elements (acc_sum, acc_max, acc_rescale_sum with a running max per element) of a tile the
-// loop computes (a flash kernel's row sums and P·V) folds each thread's runs into its registers across the loop. An
-// accumulator of loaded tiles (a split-KV or split-K combine) stays in shared memory: there the fold is the whole
-// work, and the shared deal spreads it over a thread per element where the runs would leave it to a few threads
-// (measured on the H100: combines of 4-16 iterations 0.3-3.0 us slower with runs in registers, loads included).
+// Accumulators over elements (acc_sum, acc_max, acc_rescale_sum with a running max per element) fold each
+// thread's runs into its registers across the loop, and a loop's own loads may go straight into the runs too: a
+// split-KV or split-K combine then loads every iteration's partial results at once (the loop is unrolled, so the
+// compiler issues all of its loads before the first is used) and folds them without shared memory or barriers,
+// instead of a pipeline of asynchronous copies with a barrier every iteration. Loop loads are taken only where no
+// asynchronous copy is left in the kernel (the pipeline's waits count batches) and every iteration's values fit
+// half a thread's registers together. Runs are shortened where the block has more threads than runs
+// (targets::element_run): a combine's fold is its whole work, and in runs of eight a few threads did all of it.
 //
 // The pass starts from every shared tile such statements could hold, drops until nothing changes each tile with a
 // writer or reader that cannot work in the layout, then, while the live tiles pass targets::register_tiles_fit, the
@@ -29,7 +32,7 @@ namespace {
 
 class ElementTiles {
  public:
-  ElementTiles(Kernel& k, const targets::Target& t) : k_(k), t_(t) {
+  ElementTiles(Kernel& k, const LoweredProgram& p, const targets::Target& t) : k_(k), p_(p), t_(t) {
     for (auto* list : {&k_.prologue, &k_.body, &k_.epilogue})
       for (Stmt& s : *list) order_.push_back(&s);
   }
@@ -38,7 +41,8 @@ class ElementTiles {
     if (k_.block[0] % t_.execution.warp_size != 0) return;
     for (size_t i = 0; i < k_.tiles.size(); ++i) {
       const Tile& x = k_.tiles[i];
-      if (x.space == Space::shared && !x.swizzled && !x.copy_engine && x.stages == 1 && !x.shape.empty())
+      if (x.space == Space::shared && !x.swizzled && !x.copy_engine && !x.shape.empty() &&
+          (x.stages == 1 || loop_load_fits(static_cast<int>(i))))
         candidates_.insert(static_cast<int>(i));
     }
     while (drop_unfit()) {
@@ -55,7 +59,7 @@ class ElementTiles {
   const Tile& tile(int t) const { return k_.tiles[static_cast<size_t>(t)]; }
   bool in(int t) const { return candidates_.count(t) > 0; }
 
-  static int64_t run_length(const Tile& x) { return targets::elementwise_run(x.shape.back()); }
+  int64_t run_length(const Tile& x) const { return targets::element_run(x.numel(), x.shape.back(), k_.block[0]); }
   int64_t registers(const Tile& x) const { return targets::element_registers(x.numel(), x.shape.back(), k_.block[0]); }
 
   // Whether statement s can take candidate t (which it reads or writes) in the layout, the other candidates as
@@ -64,14 +68,14 @@ class ElementTiles {
   bool fits(const Stmt& s, int t) const {
     const Tile& x = tile(t);
     switch (s.kind) {
-      case StmtKind::Load:  // from global memory straight into the runs, not pipelined
-        return s.dst == t && s.ahead == 0 && x.stages == 1 && s.tensor_map < 0;
+      case StmtKind::Load:  // from global memory straight into the runs (a pipelined loop load: each iteration's)
+        return s.dst == t && s.tensor_map < 0 && s.iterations == 1 && (x.stages > 1 || s.ahead == 0);
       case StmtKind::Accumulate:
         // Each thread folds its runs: the accumulator (and an acc_rescale_sum's running max, one per element) in
         // the layout, the folded tile from registers of its shape or read from shared memory at each element, an
         // acc_rescale_sum's maxima too (broadcast along their 1-dims).
         if (s.dst == t || s.state == t)
-          return in(s.dst) && (s.state < 0 || in(s.state)) && !loaded(s.a) && operand_fits(s.a) &&
+          return in(s.dst) && (s.state < 0 || in(s.state)) && operand_fits(s.a) &&
                  (s.b < 0 || operand_fits(s.b));
         return in(s.dst) && tile(s.dst).shape == x.shape;
       case StmtKind::Store: return true;
@@ -92,10 +96,19 @@ class ElementTiles {
   // own check asks), or a shared unswizzled tile read at each element (mg::smem).
   bool operand_fits(int o) const { return in(o) || (tile(o).space == Space::shared && !tile(o).swizzled); }
 
-  // Whether tile t is written by a Load (a loaded tile, not one the block computes).
-  bool loaded(int t) const {
-    return std::any_of(order_.begin(), order_.end(),
-                       [&](const Stmt* s) { return s->kind == StmtKind::Load && s->dst == t; });
+  // Whether tile t, which the loop's asynchronous loads fill in buffers (pipelined or preloaded), could take its
+  // iterations' loads straight into registers: the loop short enough to unroll (the preload's bound) and every
+  // iteration's values, at the loaded type's width, in half a thread's registers together.
+  bool loop_load_fits(int t) const {
+    const Tile& x = tile(t);
+    if (k_.loop < 2 || k_.loop > targets::kMaxPreloadIterations) return false;
+    bool async = false;
+    for (const Stmt* s : order_) {
+      if (s->kind != StmtKind::Load || s->dst != t) continue;
+      if (!(s->async || s->batch) || s->iterations != 1 || s->tensor_map >= 0) return false;
+      async = true;
+    }
+    return async && k_.loop * registers(x) * ir::dtype_bytes(x.dtype) <= 4 * t_.registers.max_regs_per_thread / 2;
   }
 
   bool drop_unfit() {
@@ -104,6 +117,14 @@ class ElementTiles {
       for (int t : stmt_tiles(*s))
         if (in(t) && !fits(*s, t)) drop.insert(t);
     }
+    // Loop loads leave the pipeline only where no asynchronous copy stays: its waits count the batches.
+    bool async_stays = false;
+    for (const Stmt* s : order_)
+      async_stays = async_stays || (s->kind == StmtKind::Load && (s->async || s->batch || s->tensor_map >= 0) &&
+                                    !(in(s->dst) && drop.count(s->dst) == 0));
+    if (async_stays)
+      for (int t : candidates_)
+        if (tile(t).stages > 1) drop.insert(t);
     for (int t : drop) candidates_.erase(t);
     return !drop.empty();
   }
@@ -125,13 +146,26 @@ class ElementTiles {
 
   void apply() {
     if (candidates_.empty()) return;
+    unpipeline();
+    for (Stmt* s : order_)
+      if (s->kind == StmtKind::Accumulate && s->state >= 0 && in(s->dst))
+        k_.tiles[static_cast<size_t>(s->state)].shape = tile(s->dst).shape;  // a running max per element
+    for (Stmt* s : order_) {
+      // A thread's global accesses move whole parts of its runs.
+      const int tile_of = s->kind == StmtKind::Load ? s->dst : s->kind == StmtKind::Store ? s->a : -1;
+      if (tile_of >= 0 && in(tile_of))
+        s->vector_bytes = std::min(s->vector_bytes, run_length(tile(tile_of)) *
+                                                        ir::dtype_bytes(p_.tensors[static_cast<size_t>(s->tensor)].dtype));
+    }
     for (int t : candidates_) {
       Tile& x = k_.tiles[static_cast<size_t>(t)];
+      const int64_t run = run_length(x);
       x.space = Space::registers;
       x.offset = 0;
       x.dtype = ir::DType::f32;
       x.layout = RegisterLayout{};
       x.layout.elements = true;
+      x.layout.run = run;
     }
     const int64_t warp = t_.execution.warp_size;
     for (Stmt* s : order_) {
@@ -139,8 +173,6 @@ class ElementTiles {
         s->async = false;
         s->batch = false;
       }
-      if (s->kind == StmtKind::Accumulate && s->state >= 0 && in(s->dst))
-        k_.tiles[static_cast<size_t>(s->state)].shape = tile(s->dst).shape;  // a running max per element
       if (s->kind == StmtKind::Reduce && in(s->a)) {
         // One f32 per warp and run position: W per row, rows in order (mg::regs_reduce_rows).
         const Tile& x = tile(s->a);
@@ -158,7 +190,36 @@ class ElementTiles {
         std::erase_if(*list, [](const Stmt& s) { return s.kind == StmtKind::AsyncWait; });
   }
 
+  // The loop loads of the tiles taken from a pipeline (or a preload) become one plain load per iteration at the
+  // body's start, and the loop is unrolled so that all of them go out before the first is used.
+  void unpipeline() {
+    std::set<int> looped;
+    for (int t : candidates_)
+      if (tile(t).stages > 1) looped.insert(t);
+    if (looped.empty()) return;
+    std::vector<Stmt> loads;
+    for (int t : looped) {
+      const auto first = std::find_if(order_.begin(), order_.end(),
+                                      [&](const Stmt* s) { return s->kind == StmtKind::Load && s->dst == t; });
+      Stmt load = **first;
+      load.ahead = 0;
+      loads.push_back(std::move(load));
+      k_.tiles[static_cast<size_t>(t)].stages = 1;
+    }
+    for (auto* list : {&k_.prologue, &k_.body})
+      std::erase_if(*list, [&](const Stmt& s) { return s.kind == StmtKind::Load && looped.count(s.dst) > 0; });
+    k_.body.insert(k_.body.begin(), loads.begin(), loads.end());
+    k_.unroll = true;
+    // The barrier that closed the pipeline's prologue has nothing left to close when no load stays there.
+    if (std::none_of(k_.prologue.begin(), k_.prologue.end(), [](const Stmt& s) { return s.kind == StmtKind::Load; }))
+      std::erase_if(k_.prologue, [](const Stmt& s) { return s.kind == StmtKind::Barrier; });
+    order_.clear();
+    for (auto* list : {&k_.prologue, &k_.body, &k_.epilogue})
+      for (Stmt& s : *list) order_.push_back(&s);
+  }
+
   Kernel& k_;
+  const LoweredProgram& p_;
   const targets::Target& t_;
   std::vector<Stmt*> order_;
   std::set<int> candidates_;
@@ -166,6 +227,8 @@ class ElementTiles {
 
 }  // namespace
 
-void keep_elements_in_registers(Kernel& k, const targets::Target& target) { ElementTiles(k, target).run(); }
+void keep_elements_in_registers(Kernel& k, const LoweredProgram& p, const targets::Target& target) {
+  ElementTiles(k, p, target).run();
+}
 
 }  // namespace morgana::lower

@@ -542,8 +542,9 @@ class Emitter {
            tile.from.str());
       if (tile.space == Space::registers) {
         if (tile.layout.elements)
-          line(in + "mg::Elements<S_" + tile.name + ", " + std::to_string(k.block[0]) + "> r_" + tile.name +
-                   ";  // f32" + dims_text(tile.shape) + " in registers, each thread its elementwise statements' runs",
+          line(in + "mg::Elements<S_" + tile.name + ", " + std::to_string(k.block[0]) + ", " +
+                   std::to_string(tile.layout.run) + "> r_" + tile.name + ";  // f32" + dims_text(tile.shape) +
+                   " in registers, each thread its runs of " + std::to_string(tile.layout.run),
                tile.from.str());
         else if (!tile.layout.fold)
           fragments(k, static_cast<int>(i), in);
@@ -572,6 +573,7 @@ class Emitter {
     if (!k.body.empty()) {
       iter_ = "it";
       MG_CHECK(k.loop < (int64_t{1} << 31), "emit: a for-loop of more than 2^31 iterations");
+      if (k.unroll) line(in + std::string(d_.unroll), origin);
       line(in + "for (" + std::string(d_.loop_index_type) + " it = 0; it < " + std::to_string(k.loop) + "; ++it) {",
            origin);
       for (const Stmt& s : k.body) stmt(k, s, in + "  ");

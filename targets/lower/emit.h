@@ -41,6 +41,7 @@ struct Dialect {
   std::string_view index_type;                 // "long long": offsets into global memory
   std::string_view loop_index_type;            // "int": the for-loop's iteration (a 32-bit buffer index it % stages
                                                // is a multiply-shift; a 64-bit one a long sequence every iteration)
+  std::string_view unroll;                     // "#pragma unroll": the next loop is unrolled whole (Kernel::unroll)
   std::array<std::string_view, 3> storage_type;  // per ir::DType (f16, bf16, f32): "mg::f16", "mg::bf16", "float"
   std::string_view define;                     // "#define {}": a constant the tile library reads ("MG_WARP_SIZE 32")
   std::string_view include;                    // "#include \"{}\"": a header by name

@@ -280,7 +280,7 @@ std::string print(const LoweredProgram& p) {
   for (const Kernel& k : p.kernels) {
     out += "kernel " + k.entry + " grid " + list({k.grid.begin(), k.grid.end()}) + " block " +
            list({k.block.begin(), k.block.end()}) + " smem " + std::to_string(k.smem_bytes) + " loop " +
-           std::to_string(k.loop) + "  # " + k.from.str() + "\n";
+           std::to_string(k.loop) + (k.unroll ? " unrolled" : "") + "  # " + k.from.str() + "\n";
     for (size_t i = 0; i < k.tensor_maps.size(); ++i) {
       const TensorMapUse& m = k.tensor_maps[i];
       out += "  tensor map " + std::to_string(i) + " of " + p.params[static_cast<size_t>(m.param)].name + " box " +

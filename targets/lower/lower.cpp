@@ -104,7 +104,7 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
     keep_matmuls_in_registers(k, target);
     use_copy_engine(k, p, target);
     fold_across_loop(k, target);
-    keep_elements_in_registers(k, target);
+    keep_elements_in_registers(k, p, target);
     fold_by_teams(k, target);
     own_accumulator_state(k, target);
     plan_shared_memory(k, target, options.spill_to_global);  // again: register tiles free shared memory

@@ -117,7 +117,7 @@ void fold_across_loop(Kernel& k, const targets::Target& target);
 // Pass 6d (element_registers.cpp): chains of loads, elementwise statements, stores and whole-row reductions over
 // one shape keep their tiles in registers, each thread the runs an elementwise statement deals it
 // (RegisterLayout::elements); no shared memory or barriers between them.
-void keep_elements_in_registers(Kernel& k, const targets::Target& target);
+void keep_elements_in_registers(Kernel& k, const LoweredProgram& p, const targets::Target& target);
 
 // Pass 6e (team_reductions.cpp): a reduction folded by warps with fewer outputs than the block has warps takes a
 // team of warps per output and a small shared tile where their folds meet, where that tile costs no busy block.

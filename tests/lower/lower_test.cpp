@@ -534,51 +534,70 @@ TEST(Lower, FewOutputReductionsFoldByTeamsOfWarps) {
   EXPECT_EQ(reduce16->parts, -1);
 }
 
-// The loads of a section that are not pipelined go out as one batch: moved to its start, closed by one wait.
-// A loop whose loads cannot be pipelined (rows of one f16: a split-KV combine's partial sums and maxima) loads every
-// iteration's tiles before it where they fit: the asynchronous copies one batch, the element copies one statement
-// each (mg::load_iterations); the body loads nothing. The CPU execution of the same program is checked against the
-// float reference in CpuExecutionMatchesTheFloatReference (examples/mugraphs/qknorm_b1_flash.mg), with its race
-// checks.
-TEST(Lower, NarrowLoopLoadsArePreloadedAndTheirAccumulatorsNeedNoBarrier) {
+// A split-KV combine's loop. Its partial outputs (rows of whole 16-byte vectors) go straight into each thread's
+// registers, one plain load per iteration in an unrolled body, so that all iterations' loads go out together (pass
+// keep_elements_in_registers), and their accumulator folds them there with a running max per element, in runs
+// short enough that every thread of the block has one (targets::element_run). Its loads that cannot be vectors
+// (rows of one f16: the partial sums and maxima) load every iteration's tiles before the loop where they fit
+// (mg::load_iterations, one statement each). No asynchronous copy is left, so no wait. The CPU execution of the
+// same program is checked against the float reference in CpuExecutionMatchesTheFloatReference
+// (examples/mugraphs/qknorm_b1_flash.mg), with its race checks.
+TEST(Lower, CombineLoopsLoadIntoRegistersAndPreloadNarrowRows) {
   targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
   ir::Graph split = std::move(ir::parse_file("examples/mugraphs/qknorm_b1_flash.mg").programs[0]);
   lower::LoweredProgram p = lower::lower(split, h100);
   const lower::Kernel& combine = p.kernels.back();
   ASSERT_GT(combine.loop, 1) << lower::print(p);
-  EXPECT_EQ(find_stmt(combine.body, lower::StmtKind::Load), nullptr) << lower::print(p);
-  int element_loads = 0, async_loads = 0;
+  EXPECT_TRUE(combine.unroll) << lower::print(p);
+  EXPECT_NE(lower::print(p).find(" unrolled "), std::string::npos);
+  int register_loads = 0, element_loads = 0;
+  for (const lower::Stmt& s : combine.body) {
+    if (s.kind != lower::StmtKind::Load) continue;
+    const lower::Tile& dst = combine.tiles[static_cast<size_t>(s.dst)];
+    EXPECT_EQ(dst.space, lower::Space::registers) << lower::print(p);
+    EXPECT_TRUE(dst.layout.elements);
+    EXPECT_EQ(dst.layout.run, targets::element_run(dst.numel(), dst.shape.back(), combine.block[0]));
+    EXPECT_EQ(dst.layout.run, 1);  // 64 partial outputs on 128 threads: an element per thread, not eight on eight
+    EXPECT_LE(s.vector_bytes, dst.layout.run * 2);               // f16: a thread's access within its run
+    EXPECT_FALSE(s.async || s.batch);
+    EXPECT_EQ(s.ahead, 0);
+    ++register_loads;
+  }
+  EXPECT_EQ(register_loads, 1) << lower::print(p);  // the partial outputs
   for (const lower::Stmt& s : combine.prologue) {
     if (s.kind != lower::StmtKind::Load) continue;
-    if (s.batch) {
-      ++async_loads;
-      EXPECT_EQ(s.iterations, 1);
-    } else {
-      ++element_loads;
-      EXPECT_EQ(s.iterations, combine.loop);
-    }
+    EXPECT_FALSE(s.batch);
+    EXPECT_EQ(s.iterations, combine.loop);
     EXPECT_EQ(combine.tiles[static_cast<size_t>(s.dst)].stages, combine.loop);
+    ++element_loads;
   }
   EXPECT_EQ(element_loads, 2) << lower::print(p);  // the running sums and maxima
-  EXPECT_EQ(async_loads % combine.loop, 0) << lower::print(p);
   EXPECT_NE(lower::print(p).find("of iterations it+0 .. it+" + std::to_string(combine.loop - 1)), std::string::npos);
-  // Its accumulators keep a running max per element (pass own_accumulator_state), so each thread touches only its
-  // own elements of tiles loaded before the loop: the body needs no barrier, not even a closing one.
-  int owned = 0;
+  for (const auto* list : {&combine.prologue, &combine.body, &combine.epilogue})
+    EXPECT_EQ(find_stmt(*list, lower::StmtKind::AsyncWait), nullptr) << lower::print(p);
+  // Both accumulators keep a running max per element: the partial outputs' in registers beside the accumulator,
+  // the sums' (read broadcast by the division, so not in the layout) in shared memory (pass
+  // own_accumulator_state). Each thread touches only its own elements of tiles loaded before the loop or in its
+  // registers: the body needs no barrier, not even a closing one.
+  int owned = 0, in_registers = 0;
   for (const lower::Stmt& s : combine.body)
     if (s.kind == lower::StmtKind::Accumulate && s.state >= 0) {
-      EXPECT_EQ(combine.tiles[static_cast<size_t>(s.state)].shape, combine.tiles[static_cast<size_t>(s.dst)].shape);
+      const lower::Tile &acc = combine.tiles[static_cast<size_t>(s.dst)],
+                        &state = combine.tiles[static_cast<size_t>(s.state)];
+      EXPECT_EQ(state.shape, acc.shape);
+      EXPECT_EQ(state.space, acc.space);
+      in_registers += acc.space == lower::Space::registers;
       ++owned;
     }
   EXPECT_EQ(owned, 2) << lower::print(p);
+  EXPECT_EQ(in_registers, 1) << lower::print(p);
   EXPECT_EQ(find_stmt(combine.body, lower::StmtKind::Barrier), nullptr) << lower::print(p);
 }
 
 // Accumulators that fold tiles the loop computes (a one-row flash kernel's row sums and P·V, which stay in shared
 // memory) keep their elements in registers, each thread its runs, with a running max per element beside them: no
-// shared accumulator, no barrier before the saves. The combine's accumulators fold loaded partial results and stay
-// in shared memory, where a thread per element shares the work. The CPU execution (race checks included) matches
-// the float reference.
+// shared accumulator, no barrier before the saves. The CPU execution (race checks included) matches the float
+// reference.
 TEST(Lower, AccumulatorsOfComputedTilesKeepTheirElementsInRegisters) {
   targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
   ir::Graph g = std::move(ir::parse_file("examples/mugraphs/attention_decode_one_row_flash.mg").programs[0]);
@@ -604,7 +623,6 @@ TEST(Lower, AccumulatorsOfComputedTilesKeepTheirElementsInRegisters) {
   };
   EXPECT_EQ(accumulators(p.kernels[0], lower::Space::registers), 3) << lower::print(p);
   EXPECT_EQ(find_stmt(p.kernels[0].epilogue, lower::StmtKind::Barrier), nullptr) << lower::print(p);
-  EXPECT_EQ(accumulators(p.kernels[1], lower::Space::shared), 2) << lower::print(p);
   expect_matches_reference(g, p, 5, "O");
 }
 

@@ -1534,14 +1534,17 @@ __device__ __forceinline__ void team_reduce_max(float* dst, float* parts, const 
 
 // ---- tiles held by the threads that compute their elements (lowering pass keep_elements_in_registers) ----
 //
-// A tile of shape S in registers, dealt as elementwise statements deal a shared tile's elements (mg::unary,
-// mg::binary): run i of V = run_length<S>() neighbours (flat elements i*V .. i*V+V-1, inside one row) belongs to
-// thread i % THREADS, as its run i / THREADS. Loads from global memory, elementwise statements and stores then need
-// neither shared memory nor barriers; a reduction of whole rows exchanges one value per warp and row.
-template <class S, int THREADS>
+// A tile of shape S in registers, dealt in runs: run i of V = RUN neighbours (flat elements i*V .. i*V+V-1, inside
+// one row) belongs to thread i % THREADS, as its run i / THREADS. Lowering takes RUN as elementwise statements deal
+// a shared tile's elements (mg::unary, mg::binary: run_length<S>()), shortened where those runs would leave threads
+// of the block without one (targets::element_run). Loads from global memory, elementwise statements, accumulators
+// and stores then need neither shared memory nor barriers; a reduction of whole rows exchanges one value per warp
+// and row.
+template <class S, int THREADS, int RUN = run_length<S>()>
 struct Elements {
+  static_assert(RUN > 0 && S::d3 % RUN == 0, "a run lies in one row");
   typedef S shape;
-  static constexpr int V = run_length<S>(), runs = S::size / V, per = (runs + THREADS - 1) / THREADS;
+  static constexpr int V = RUN, runs = S::size / V, per = (runs + THREADS - 1) / THREADS;
   float v[per][V];
   // The flat index of this thread's run j, and whether the tile has it (the last runs may not reach every thread).
   __device__ __forceinline__ static int run(int j) { return static_cast<int>(threadIdx.x) + j * THREADS; }
@@ -1550,10 +1553,10 @@ struct Elements {
 
 // Operand x of an elementwise statement on Elements, as the V values of run j at index x: the register tile's own
 // run, or a shared tile read there (broadcast along its 1-dims).
-template <class S, int N>
-__device__ __forceinline__ void run_of(float (&out)[Elements<S, N>::V], const Elements<S, N>& r, int j, const Idx&) {
+template <class S, int N, int R>
+__device__ __forceinline__ void run_of(float (&out)[Elements<S, N, R>::V], const Elements<S, N, R>& r, int j, const Idx&) {
 #pragma unroll
-  for (int u = 0; u < Elements<S, N>::V; ++u) out[u] = r.v[j][u];
+  for (int u = 0; u < Elements<S, N, R>::V; ++u) out[u] = r.v[j][u];
 }
 template <int V, class SA, class TA>
 __device__ __forceinline__ void run_of(float (&out)[V], const Smem<SA, TA>& a, int, const Idx& x) {
@@ -1583,11 +1586,11 @@ __device__ __forceinline__ void for_each_vector(i64 o0, i64 o1, i64 o2, i64 o3, 
 
 // dst = the tile of src at origin (o0..o3) (elements outside along the masked dims read `pad`), each thread loading
 // its own runs straight into registers, VEC bytes per access.
-template <class G, int MASK, int VEC, class S, int N, class T>
-__device__ __forceinline__ void load_elems(Elements<S, N>& dst, const T* __restrict__ src, i64 o0, i64 o1, i64 o2,
+template <class G, int MASK, int VEC, class S, int N, int R, class T>
+__device__ __forceinline__ void load_elems(Elements<S, N, R>& dst, const T* __restrict__ src, i64 o0, i64 o1, i64 o2,
                                            i64 o3, float pad) {
   constexpr int per = vector_elements<VEC, T>();
-  for_each_vector<Elements<S, N>, G, per>(o0, o1, o2, o3, [&](int j, int u, const GlobalIdx<G>& g) {
+  for_each_vector<Elements<S, N, R>, G, per>(o0, o1, o2, o3, [&](int j, int u, const GlobalIdx<G>& g) {
     if (!g.template inside<MASK>()) {
 #pragma unroll
       for (int w = 0; w < per; ++w) dst.v[j][u + w] = pad;
@@ -1603,11 +1606,11 @@ __device__ __forceinline__ void load_elems(Elements<S, N>& dst, const T* __restr
 
 // The tile written into dst at origin (o0..o3), converted to dst's type, each thread storing its own runs; elements
 // outside along the masked dims are dropped. VEC as for load_elems.
-template <class G, int MASK, int VEC, class U, class S, int N>
-__device__ __forceinline__ void store_elems(U* __restrict__ dst, const Elements<S, N>& src, i64 o0, i64 o1, i64 o2,
+template <class G, int MASK, int VEC, class U, class S, int N, int R>
+__device__ __forceinline__ void store_elems(U* __restrict__ dst, const Elements<S, N, R>& src, i64 o0, i64 o1, i64 o2,
                                             i64 o3) {
   constexpr int per = vector_elements<VEC, U>();
-  for_each_vector<Elements<S, N>, G, per>(o0, o1, o2, o3, [&](int j, int u, const GlobalIdx<G>& g) {
+  for_each_vector<Elements<S, N, R>, G, per>(o0, o1, o2, o3, [&](int j, int u, const GlobalIdx<G>& g) {
     if (!g.template inside<MASK>()) return;
     if constexpr (per > 1) {
       unsigned w[VEC / 4];
@@ -1623,9 +1626,9 @@ __device__ __forceinline__ void store_elems(U* __restrict__ dst, const Elements<
   });
 }
 
-template <class S, int N, class A, class Fn>
-__device__ __forceinline__ void regs_unary(Elements<S, N>& dst, const A& a, Fn f) {
-  typedef Elements<S, N> E;
+template <class S, int N, int R, class A, class Fn>
+__device__ __forceinline__ void regs_unary(Elements<S, N, R>& dst, const A& a, Fn f) {
+  typedef Elements<S, N, R> E;
 #pragma unroll
   for (int j = 0; j < E::per; ++j) {
     if (!E::has(j)) continue;
@@ -1635,9 +1638,9 @@ __device__ __forceinline__ void regs_unary(Elements<S, N>& dst, const A& a, Fn f
     for (int u = 0; u < E::V; ++u) dst.v[j][u] = f(y[u]);
   }
 }
-template <class S, int N, class A, class B, class Fn>
-__device__ __forceinline__ void regs_binary(Elements<S, N>& dst, const A& a, const B& b, Fn f) {
-  typedef Elements<S, N> E;
+template <class S, int N, int R, class A, class B, class Fn>
+__device__ __forceinline__ void regs_binary(Elements<S, N, R>& dst, const A& a, const B& b, Fn f) {
+  typedef Elements<S, N, R> E;
 #pragma unroll
   for (int j = 0; j < E::per; ++j) {
     if (!E::has(j)) continue;
@@ -1652,9 +1655,9 @@ __device__ __forceinline__ void regs_binary(Elements<S, N>& dst, const A& a, con
 
 // Accumulators on Elements (lowering pass keep_elements_in_registers): each thread folds its own runs across the
 // loop; x is registers of S or a shared tile read at each element (broadcast along its 1-dims).
-template <class S, int N, class X, class Op>
-__device__ __forceinline__ void elems_accumulate(Elements<S, N>& acc, const X& x, bool first, Op op) {
-  typedef Elements<S, N> E;
+template <class S, int N, int R, class X, class Op>
+__device__ __forceinline__ void elems_accumulate(Elements<S, N, R>& acc, const X& x, bool first, Op op) {
+  typedef Elements<S, N, R> E;
 #pragma unroll
   for (int j = 0; j < E::per; ++j) {
     if (!E::has(j)) continue;
@@ -1664,20 +1667,20 @@ __device__ __forceinline__ void elems_accumulate(Elements<S, N>& acc, const X& x
     for (int u = 0; u < E::V; ++u) acc.v[j][u] = first ? y[u] : op(acc.v[j][u], y[u]);
   }
 }
-template <class S, int N, class X>
-__device__ __forceinline__ void regs_acc_sum(Elements<S, N>& acc, const X& x, bool first) {
+template <class S, int N, int R, class X>
+__device__ __forceinline__ void regs_acc_sum(Elements<S, N, R>& acc, const X& x, bool first) {
   elems_accumulate(acc, x, first, SumOp());
 }
-template <class S, int N, class X>
-__device__ __forceinline__ void regs_acc_max(Elements<S, N>& acc, const X& x, bool first) {
+template <class S, int N, int R, class X>
+__device__ __forceinline__ void regs_acc_max(Elements<S, N, R>& acc, const X& x, bool first) {
   elems_accumulate(acc, x, first, MaxOp());
 }
 // The online-softmax accumulator on Elements, its running max one per element (run_max, the same layout): only
 // the thread that holds an element reads or writes its state.
-template <class S, int N, class X, class M>
-__device__ __forceinline__ void regs_acc_rescale_sum(Elements<S, N>& acc, Elements<S, N>& run_max, const X& x,
+template <class S, int N, int R, class X, class M>
+__device__ __forceinline__ void regs_acc_rescale_sum(Elements<S, N, R>& acc, Elements<S, N, R>& run_max, const X& x,
                                                      const M& m, bool first) {
-  typedef Elements<S, N> E;
+  typedef Elements<S, N, R> E;
 #pragma unroll
   for (int j = 0; j < E::per; ++j) {
     if (!E::has(j)) continue;
@@ -1704,10 +1707,10 @@ __device__ __forceinline__ void regs_acc_rescale_sum(Elements<S, N>& acc, Elemen
 // folds its run, the warp folds its lanes by shuffles, lane 0 leaves the warp's fold in parts (one per warp and j:
 // W = S::d3 / (V * warp) per row, in row order), and after one barrier a thread per row combines its W folds in
 // order. `pre` maps each element before the fold, `post` each row's result. Every thread must call it.
-template <class Op, class S, int N, class Pre, class Post>
-__device__ __forceinline__ void regs_reduce_rows(float* dst, float* parts, const Elements<S, N>& x, Op op, Pre pre,
+template <class Op, class S, int N, int R, class Pre, class Post>
+__device__ __forceinline__ void regs_reduce_rows(float* dst, float* parts, const Elements<S, N, R>& x, Op op, Pre pre,
                                                  Post post) {
-  typedef Elements<S, N> E;
+  typedef Elements<S, N, R> E;
   static_assert(S::d3 % (E::V * kWarpSize) == 0 && N % kWarpSize == 0, "a warp's runs lie in one row");
   constexpr int W = S::d3 / (E::V * kWarpSize), rows = S::size / S::d3;
 #pragma unroll
@@ -1727,13 +1730,13 @@ __device__ __forceinline__ void regs_reduce_rows(float* dst, float* parts, const
     dst[r] = post(acc);
   }
 }
-template <class S, int N, class Pre = NoMap, class Post = NoMap>
-__device__ __forceinline__ void regs_reduce_sum(float* dst, float* parts, const Elements<S, N>& x, Pre pre = {},
+template <class S, int N, int R, class Pre = NoMap, class Post = NoMap>
+__device__ __forceinline__ void regs_reduce_sum(float* dst, float* parts, const Elements<S, N, R>& x, Pre pre = {},
                                                 Post post = {}) {
   regs_reduce_rows(dst, parts, x, SumOp(), pre, post);
 }
-template <class S, int N, class Pre = NoMap, class Post = NoMap>
-__device__ __forceinline__ void regs_reduce_max(float* dst, float* parts, const Elements<S, N>& x, Pre pre = {},
+template <class S, int N, int R, class Pre = NoMap, class Post = NoMap>
+__device__ __forceinline__ void regs_reduce_max(float* dst, float* parts, const Elements<S, N, R>& x, Pre pre = {},
                                                 Post post = {}) {
   regs_reduce_rows(dst, parts, x, MaxOp(), pre, post);
 }

@@ -62,11 +62,11 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k0_HN(const mg::f16*
   const long long bx = blockIdx.x;
   mg::f16* const g_HN = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[8,4096]
   using S_x = mg::Shape<1, 1, 1, 4096>;
-  mg::Elements<S_x, 512> r_x;  // f32[1,4096] in registers, each thread its elementwise statements' runs
+  mg::Elements<S_x, 512, 8> r_x;  // f32[1,4096] in registers, each thread its runs of 8
   using S_y_rms = mg::Shape<1, 1, 1, 1>;
   float* const t_y_rms = reinterpret_cast<float*>(mg_smem + 64);  // f32[1,1]
   using S_y = mg::Shape<1, 1, 1, 4096>;
-  mg::Elements<S_y, 512> r_y;  // f32[1,4096] in registers, each thread its elementwise statements' runs
+  mg::Elements<S_y, 512, 8> r_y;  // f32[1,4096] in registers, each thread its runs of 8
   using S_y_rms_parts = mg::Shape<1, 1, 1, 16>;
   float* const t_y_rms_parts = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,16]
   // x = iter(H, imap=[0,-,-])  [examples/ntrans.mg:4:8]
@@ -89,19 +89,19 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k1_D(const mg::f16* 
   mg::f16* const g_HN = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[8,4096]
   mg::f16* const g_D = reinterpret_cast<mg::f16*>(p_workspace + 65536);  // f16[8,4096]
   using S_x = mg::Shape<1, 1, 1, 1024>;
-  mg::Elements<S_x, 512> r_x;  // f32[1,1024] in registers, each thread its elementwise statements' runs
+  mg::Elements<S_x, 512, 2> r_x;  // f32[1,1024] in registers, each thread its runs of 2
   using S_y = mg::Shape<1, 1, 1, 1024>;
-  mg::Elements<S_y, 512> r_y;  // f32[1,1024] in registers, each thread its elementwise statements' runs
+  mg::Elements<S_y, 512, 2> r_y;  // f32[1,1024] in registers, each thread its runs of 2
   using S_z = mg::Shape<1, 1, 1, 1024>;
-  mg::Elements<S_z, 512> r_z;  // f32[1,1024] in registers, each thread its elementwise statements' runs
+  mg::Elements<S_z, 512, 2> r_z;  // f32[1,1024] in registers, each thread its runs of 2
   // x = iter(HN, imap=[0,1,-])  [examples/ntrans.mg:5:7]
-  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(r_x, g_HN, 0, 0, bx, by * 1024, 0.0f);
+  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 4>(r_x, g_HN, 0, 0, bx, by * 1024, 0.0f);
   // y = iter(X, imap=[0,1,-])  [examples/ntrans.mg:5:7]
-  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(r_y, p_X, 0, 0, bx, by * 1024, 0.0f);
+  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 4>(r_y, p_X, 0, 0, bx, by * 1024, 0.0f);
   // z = sub(x, y)  [examples/ntrans.mg:5:7]
   mg::regs_binary(r_z, r_x, r_y, [](float x, float y) { return x - y; });
   // save(acc, omap=[0,1,-])  [examples/ntrans.mg:5:7]
-  mg::store_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(g_D, r_z, 0, 0, bx, by * 1024);
+  mg::store_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 4>(g_D, r_z, 0, 0, bx, by * 1024);
 }
 
 // ---- kernel 2: node 'AD' (examples/ntrans.mg:6:8)
@@ -114,19 +114,19 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k2_AD(const mg::f16*
   mg::f16* const g_D = reinterpret_cast<mg::f16*>(p_workspace + 65536);  // f16[8,4096]
   mg::f16* const g_AD = reinterpret_cast<mg::f16*>(p_workspace + 131072);  // f16[8,4096]
   using S_x = mg::Shape<1, 1, 1, 1024>;
-  mg::Elements<S_x, 512> r_x;  // f32[1,1024] in registers, each thread its elementwise statements' runs
+  mg::Elements<S_x, 512, 2> r_x;  // f32[1,1024] in registers, each thread its runs of 2
   using S_y = mg::Shape<1, 1, 1, 1024>;
-  mg::Elements<S_y, 512> r_y;  // f32[1,1024] in registers, each thread its elementwise statements' runs
+  mg::Elements<S_y, 512, 2> r_y;  // f32[1,1024] in registers, each thread its runs of 2
   using S_z = mg::Shape<1, 1, 1, 1024>;
-  mg::Elements<S_z, 512> r_z;  // f32[1,1024] in registers, each thread its elementwise statements' runs
+  mg::Elements<S_z, 512, 2> r_z;  // f32[1,1024] in registers, each thread its runs of 2
   // x = iter(alpha, imap=[0,1,-])  [examples/ntrans.mg:6:8]
-  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(r_x, p_alpha, 0, 0, bx, by * 1024, 0.0f);
+  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 4>(r_x, p_alpha, 0, 0, bx, by * 1024, 0.0f);
   // y = iter(D, imap=[0,1,-])  [examples/ntrans.mg:6:8]
-  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(r_y, g_D, 0, 0, bx, by * 1024, 0.0f);
+  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 4>(r_y, g_D, 0, 0, bx, by * 1024, 0.0f);
   // z = mul(x, y)  [examples/ntrans.mg:6:8]
   mg::regs_binary(r_z, r_x, r_y, [](float x, float y) { return x * y; });
   // save(acc, omap=[0,1,-])  [examples/ntrans.mg:6:8]
-  mg::store_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(g_AD, r_z, 0, 0, bx, by * 1024);
+  mg::store_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 4>(g_AD, r_z, 0, 0, bx, by * 1024);
 }
 
 // ---- kernel 3: node 'Z' (examples/ntrans.mg:7:7)
@@ -139,19 +139,19 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k3_Z(const mg::f16* 
   mg::f16* const g_AD = reinterpret_cast<mg::f16*>(p_workspace + 131072);  // f16[8,4096]
   mg::f16* const g_Z = reinterpret_cast<mg::f16*>(p_workspace + 196608);  // f16[8,4096]
   using S_x = mg::Shape<1, 1, 1, 1024>;
-  mg::Elements<S_x, 512> r_x;  // f32[1,1024] in registers, each thread its elementwise statements' runs
+  mg::Elements<S_x, 512, 2> r_x;  // f32[1,1024] in registers, each thread its runs of 2
   using S_y = mg::Shape<1, 1, 1, 1024>;
-  mg::Elements<S_y, 512> r_y;  // f32[1,1024] in registers, each thread its elementwise statements' runs
+  mg::Elements<S_y, 512, 2> r_y;  // f32[1,1024] in registers, each thread its runs of 2
   using S_z = mg::Shape<1, 1, 1, 1024>;
-  mg::Elements<S_z, 512> r_z;  // f32[1,1024] in registers, each thread its elementwise statements' runs
+  mg::Elements<S_z, 512, 2> r_z;  // f32[1,1024] in registers, each thread its runs of 2
   // x = iter(X, imap=[0,1,-])  [examples/ntrans.mg:7:7]
-  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(r_x, p_X, 0, 0, bx, by * 1024, 0.0f);
+  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 4>(r_x, p_X, 0, 0, bx, by * 1024, 0.0f);
   // y = iter(AD, imap=[0,1,-])  [examples/ntrans.mg:7:7]
-  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(r_y, g_AD, 0, 0, bx, by * 1024, 0.0f);
+  mg::load_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 4>(r_y, g_AD, 0, 0, bx, by * 1024, 0.0f);
   // z = add(x, y)  [examples/ntrans.mg:7:7]
   mg::regs_binary(r_z, r_x, r_y, [](float x, float y) { return x + y; });
   // save(acc, omap=[0,1,-])  [examples/ntrans.mg:7:7]
-  mg::store_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 16>(g_Z, r_z, 0, 0, bx, by * 1024);
+  mg::store_elems<mg::Global<1, 1, 8, 4096, 0, 0, 4096, 1>, 0, 4>(g_Z, r_z, 0, 0, bx, by * 1024);
 }
 
 // ---- kernel 4: node 'Y' (examples/ntrans.mg:8:7)
@@ -163,11 +163,11 @@ extern "C" __global__ void __launch_bounds__(512, 1) ntrans_k4_Y(const mg::f16* 
   const long long bx = blockIdx.x;
   mg::f16* const g_Z = reinterpret_cast<mg::f16*>(p_workspace + 196608);  // f16[8,4096]
   using S_x = mg::Shape<1, 1, 1, 4096>;
-  mg::Elements<S_x, 512> r_x;  // f32[1,4096] in registers, each thread its elementwise statements' runs
+  mg::Elements<S_x, 512, 8> r_x;  // f32[1,4096] in registers, each thread its runs of 8
   using S_y_rms = mg::Shape<1, 1, 1, 1>;
   float* const t_y_rms = reinterpret_cast<float*>(mg_smem + 64);  // f32[1,1]
   using S_y = mg::Shape<1, 1, 1, 4096>;
-  mg::Elements<S_y, 512> r_y;  // f32[1,4096] in registers, each thread its elementwise statements' runs
+  mg::Elements<S_y, 512, 8> r_y;  // f32[1,4096] in registers, each thread its runs of 8
   using S_y_rms_parts = mg::Shape<1, 1, 1, 16>;
   float* const t_y_rms_parts = reinterpret_cast<float*>(mg_smem + 0);  // f32[1,16]
   // x = iter(Z, imap=[0,-,-])  [examples/ntrans.mg:8:7]
