@@ -124,6 +124,8 @@ struct Cost {
   double warp_stream_gbps = 0;   // loads one resident warp of generated code streams through its loop; 0: no limit (optional)
   double partial_line_request_ns = 0;  // an SM's time per L2 line request beyond its bytes' whole lines (rows of
                                        // part of a line); 0: not modelled (optional)
+  double chain_shown_at = 0;  // the share of a pipelined loop's memory time from which its barrier chain shows in
+                              // full through overlap_miss (in proportion below); 0: always in full (optional)
 };
 
 struct Target {
