@@ -1626,31 +1626,34 @@ __device__ __forceinline__ void store_elems(U* __restrict__ dst, const Elements<
   });
 }
 
+// fn(j, x) for each run j of E this thread holds, x the index of the run's first element.
+template <class E, class Fn>
+__device__ __forceinline__ void for_each_run(Fn fn) {
+#pragma unroll
+  for (int j = 0; j < E::per; ++j)
+    if (E::has(j)) fn(j, unflatten<typename E::shape>(E::run(j) * E::V));
+}
+
 template <class S, int N, int R, class A, class Fn>
 __device__ __forceinline__ void regs_unary(Elements<S, N, R>& dst, const A& a, Fn f) {
   typedef Elements<S, N, R> E;
-#pragma unroll
-  for (int j = 0; j < E::per; ++j) {
-    if (!E::has(j)) continue;
+  for_each_run<E>([&](int j, const Idx& x) {
     float y[E::V];
-    run_of(y, a, j, unflatten<S>(E::run(j) * E::V));
+    run_of(y, a, j, x);
 #pragma unroll
     for (int u = 0; u < E::V; ++u) dst.v[j][u] = f(y[u]);
-  }
+  });
 }
 template <class S, int N, int R, class A, class B, class Fn>
 __device__ __forceinline__ void regs_binary(Elements<S, N, R>& dst, const A& a, const B& b, Fn f) {
   typedef Elements<S, N, R> E;
-#pragma unroll
-  for (int j = 0; j < E::per; ++j) {
-    if (!E::has(j)) continue;
-    const Idx x = unflatten<S>(E::run(j) * E::V);
+  for_each_run<E>([&](int j, const Idx& x) {
     float ya[E::V], yb[E::V];
     run_of(ya, a, j, x);
     run_of(yb, b, j, x);
 #pragma unroll
     for (int u = 0; u < E::V; ++u) dst.v[j][u] = f(ya[u], yb[u]);
-  }
+  });
 }
 
 // Accumulators on Elements (lowering pass keep_elements_in_registers): each thread folds its own runs across the
@@ -1658,14 +1661,12 @@ __device__ __forceinline__ void regs_binary(Elements<S, N, R>& dst, const A& a, 
 template <class S, int N, int R, class X, class Op>
 __device__ __forceinline__ void elems_accumulate(Elements<S, N, R>& acc, const X& x, bool first, Op op) {
   typedef Elements<S, N, R> E;
-#pragma unroll
-  for (int j = 0; j < E::per; ++j) {
-    if (!E::has(j)) continue;
+  for_each_run<E>([&](int j, const Idx& at) {
     float y[E::V];
-    run_of(y, x, j, unflatten<S>(E::run(j) * E::V));
+    run_of(y, x, j, at);
 #pragma unroll
     for (int u = 0; u < E::V; ++u) acc.v[j][u] = first ? y[u] : op(acc.v[j][u], y[u]);
-  }
+  });
 }
 template <class S, int N, int R, class X>
 __device__ __forceinline__ void regs_acc_sum(Elements<S, N, R>& acc, const X& x, bool first) {
@@ -1681,10 +1682,7 @@ template <class S, int N, int R, class X, class M>
 __device__ __forceinline__ void regs_acc_rescale_sum(Elements<S, N, R>& acc, Elements<S, N, R>& run_max, const X& x,
                                                      const M& m, bool first) {
   typedef Elements<S, N, R> E;
-#pragma unroll
-  for (int j = 0; j < E::per; ++j) {
-    if (!E::has(j)) continue;
-    const Idx at = unflatten<S>(E::run(j) * E::V);
+  for_each_run<E>([&](int j, const Idx& at) {
     float y[E::V], mj[E::V];
     run_of(y, x, j, at);
     run_of(mj, m, j, at);
@@ -1699,7 +1697,7 @@ __device__ __forceinline__ void regs_acc_rescale_sum(Elements<S, N, R>& acc, Ele
         run_max.v[j][u] = next;
       }
     }
-  }
+  });
 }
 
 // dst (shared, one value per row) = the rows of x folded (the last dim, whole). Lowering keeps x in registers only
