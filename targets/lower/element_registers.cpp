@@ -33,8 +33,7 @@ namespace {
 class ElementTiles {
  public:
   ElementTiles(Kernel& k, const LoweredProgram& p, const targets::Target& t) : k_(k), p_(p), t_(t) {
-    for (auto* list : {&k_.prologue, &k_.body, &k_.epilogue})
-      for (Stmt& s : *list) order_.push_back(&s);
+    index_statements();
   }
 
   void run() {
@@ -213,6 +212,11 @@ class ElementTiles {
     // The barrier that closed the pipeline's prologue has nothing left to close when no load stays there.
     if (std::none_of(k_.prologue.begin(), k_.prologue.end(), [](const Stmt& s) { return s.kind == StmtKind::Load; }))
       std::erase_if(k_.prologue, [](const Stmt& s) { return s.kind == StmtKind::Barrier; });
+    index_statements();  // the sections changed under the pointers
+  }
+
+  // order_: every statement of the kernel in execution order (prologue, body, epilogue).
+  void index_statements() {
     order_.clear();
     for (auto* list : {&k_.prologue, &k_.body, &k_.epilogue})
       for (Stmt& s : *list) order_.push_back(&s);
