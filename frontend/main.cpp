@@ -12,6 +12,7 @@
 
 #include "frontend/compile.h"
 #include "frontend/files.h"
+#include "frontend/measure.h"
 #include "frontend/optimize.h"
 #include "frontend/report.h"
 #include "frontend/run.h"
@@ -362,6 +363,11 @@ int cmd_optimize(const std::vector<std::string>& args) {
       "search only shard i of n (e.g. 0/4) for one --target, and write its result file to -o; `morgana merge` "
       "combines the n files")(
       "no-cache", po::bool_switch(), "neither read nor write the result cache ($XDG_CACHE_HOME/morgana)")(
+      "measure", po::bool_switch(),
+      "on a machine with the target's GPU: compile, check and time the top candidates there and choose the fastest "
+      "(elsewhere the cost model decides, and the report says why)")(
+      "measure-top", po::value<int>()->default_value(MeasureOptions{}.top), "candidates --measure times")(
+      "device", po::value<int>()->default_value(0), "CUDA device --measure runs on")(
       "no-abstract-pruning", po::bool_switch(), "keep prefixes the abstract expressions would prune (slow; to "
                                                 "measure what the pruning saves)")(
       "quiet,q", po::bool_switch(), "no progress line")(
@@ -372,6 +378,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
   if (!parse_args(args,
                   "usage: morgana optimize SPEC.mg [--target NAME]... -o BEST.mg [--time-limit S] [--threads N]\n"
                   "         [--max-kernel-ops K] [--max-block-ops B] [--top N] [--shard i/n] [--no-cache] [--quiet]\n"
+                  "         [--measure [--measure-top N] [--device D]]\n"
                   "  e.g. morgana optimize examples/gqa_b1.mg --target h200 -o gqa_best.mg",
                   opts, pos, vm))
     return kOk;
@@ -405,6 +412,15 @@ int cmd_optimize(const std::vector<std::string>& args) {
   std::filesystem::path dir = targets_dir(vm);
   std::vector<targets::Target> targets =
       vm.count("target") ? named_targets(vm, dir) : default_targets(m.programs, dir);
+  const bool measure = vm["measure"].as<bool>();
+  MeasureOptions mo;
+  mo.top = at_least("measure-top", 1);
+  mo.device = at_least("device", 0);
+  mo.seed = so.seed;
+  if (!vm["quiet"].as<bool>()) mo.progress = [](const std::string& line) { std::cerr << line << "\n"; };
+  if (measure && so.shard.count > 1)
+    throw UserError("--measure chooses among a whole search's candidates: run it on `morgana merge`'s answer, not "
+                    "with --shard");
   if (so.shard.count > 1 && targets.size() != 1)
     throw UserError("--shard searches a part of one target's search: give exactly one --target (one job array per "
                     "target), not " + std::to_string(targets.size()));
@@ -415,6 +431,11 @@ int cmd_optimize(const std::vector<std::string>& args) {
     if (!results.empty()) std::cout << "\n";
     if (o.cached) std::cout << "(from the cache: this search ran before; --no-cache searches again)\n";
     std::cout << search::render_report(o.result, true) << std::flush;
+    if (measure && o.result.found()) {
+      Measurement mm = measure_candidates(o.result, t, mo);
+      std::cout << render_measurement(mm) << std::flush;
+      apply_measurement(mm, o.result);
+    }
     results.push_back(std::move(o.result));
   }
   std::string out = vm["output"].as<std::string>();

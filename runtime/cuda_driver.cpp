@@ -78,6 +78,19 @@ Loaded load() {
     need("cuEventElapsedTime", d.cuEventElapsedTime);
   bind(lib, "cuCtxGetId", d.cuCtxGetId);
   bind(lib, "cuTensorMapEncodeTiled", d.cuTensorMapEncodeTiled);
+  // Streams and graphs are optional as a set: has_graphs() reads the last, cleared when any is missing.
+  bool graphs = true;
+#define MORGANA_BIND_OPTIONAL(fn) graphs = bind(lib, #fn, d.fn) && graphs
+  MORGANA_BIND_OPTIONAL(cuStreamCreate);
+  MORGANA_BIND_OPTIONAL(cuStreamDestroy_v2);
+  MORGANA_BIND_OPTIONAL(cuStreamBeginCapture_v2);
+  MORGANA_BIND_OPTIONAL(cuStreamEndCapture);
+  MORGANA_BIND_OPTIONAL(cuGraphInstantiateWithFlags);
+  MORGANA_BIND_OPTIONAL(cuGraphLaunch);
+  MORGANA_BIND_OPTIONAL(cuGraphExecDestroy);
+  MORGANA_BIND_OPTIONAL(cuGraphDestroy);
+#undef MORGANA_BIND_OPTIONAL
+  if (!graphs) d.cuGraphDestroy = nullptr;
   if (missing != nullptr) {
     l.error =
         failure(MG_ERROR_NO_DRIVER, std::string("the NVIDIA driver is too old: ") + kLibrary + " has no " +

@@ -25,6 +25,8 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
 
 inline constexpr CUresult CUDA_SUCCESS = 0;
 inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
@@ -48,6 +50,11 @@ inline constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 inline constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+inline constexpr int CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38;
+
+// CUstream flags and CUstreamCaptureMode values (capture needs a stream other than the legacy default one).
+inline constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
+inline constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 
 // CUfunction_attribute values.
 inline constexpr int CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0;  // what the kernel's registers allow
@@ -118,6 +125,17 @@ struct Driver {
   CUresult (*cuTensorMapEncodeTiled)(CUtensorMap*, int data_type, uint32_t rank, void* address, const uint64_t* dims,
                                      const uint64_t* strides, const uint32_t* box, const uint32_t* element_strides,
                                      int interleave, int swizzle, int l2_promotion, int oob_fill);
+  // Optional: streams and CUDA graphs, for tools that time programs as a framework replays them (`morgana
+  // optimize --measure`); the runtime itself never needs them. All bound or all null (has_graphs()).
+  CUresult (*cuStreamCreate)(CUstream*, unsigned);
+  CUresult (*cuStreamDestroy_v2)(CUstream);
+  CUresult (*cuStreamBeginCapture_v2)(CUstream, int);
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec);
+  CUresult (*cuGraphDestroy)(CUgraph);
+  bool has_graphs() const { return cuGraphDestroy != nullptr; }
 
   int version = 0;  // cuDriverGetVersion: 13000 for CUDA 13.0
 

@@ -249,7 +249,8 @@ TEST(Cli, OptimizeAndMergeAreListedWithTheirOptions) {
   Result opt = run("optimize --help");
   EXPECT_EQ(opt.code, 0);
   for (const char* o : {"--time-limit", "--threads", "--max-kernel-ops", "--max-block-ops", "--top", "--shard",
-                        "--no-cache", "--quiet", "--no-abstract-pruning", "--target", "--output"})
+                        "--no-cache", "--quiet", "--no-abstract-pruning", "--target", "--output", "--measure",
+                        "--measure-top", "--device"})
     EXPECT_NE(opt.out.find(o), std::string::npos) << o << "\n" << opt.out;
   Result merge = run("merge --help");
   EXPECT_EQ(merge.code, 0);
@@ -358,6 +359,54 @@ TEST(Cli, OptimizeCachesAndShardsMergeToTheSameAnswer) {
   EXPECT_EQ(morgana::testing::read_file(merged), morgana::testing::read_file(best));
   EXPECT_EQ(run("check " + merged).code, 0);
   std::filesystem::remove_all(tmpl);
+}
+
+}  // namespace
+
+namespace {
+
+// `optimize --measure` where the target's GPU is not there: without a driver, with a GPU of another kind, and with
+// a GPU of the right kind that cannot run what the search found (the fake driver loads no real code object). Each
+// time the cost model's choice stands, the report says why, and the file written is the unmeasured answer.
+TEST(Cli, OptimizeMeasureFallsBackToTheCostModelAndSaysWhy) {
+  if (std::getenv("MORGANA_TEST_HAS_GPU")) GTEST_SKIP() << "a GPU is present";
+  char tmpl[] = "/tmp/morgana_cli_test_measure_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, cache = "XDG_CACHE_HOME=" + dir;
+  std::ofstream(dir + "/spec.mg") << "kernel rmsnorm_linear_small(X: f16[4,256], W: f16[256,384]) {\n"
+                                     "  N = rms_norm(X, dim=1)\n"
+                                     "  Y = matmul(N, W)\n"
+                                     "  return Y\n"
+                                     "}\n";
+  const std::string spec = "optimize " + dir + "/spec.mg --target h200 --threads 2 ";
+  Result plain = run(spec + "-o " + dir + "/plain.mg", cache);
+  ASSERT_EQ(plain.code, 0) << plain.out;
+
+  Result none = run(spec + "--measure -o " + dir + "/none.mg", cache);
+  ASSERT_EQ(none.code, 0) << none.out;
+  EXPECT_NE(none.out.find("not measured on h200: no GPU to measure on: no NVIDIA driver found"), std::string::npos)
+      << none.out;
+  EXPECT_NE(none.out.find("the cost model's choice stands"), std::string::npos) << none.out;
+  EXPECT_EQ(morgana::testing::read_file(dir + "/none.mg"), morgana::testing::read_file(dir + "/plain.mg"));
+
+  const char* fake = std::getenv("MORGANA_FAKE_CUDA_DIR");
+  ASSERT_NE(fake, nullptr) << "MORGANA_FAKE_CUDA_DIR is set by meson";
+  const std::string driver = cache + " LD_LIBRARY_PATH=" + fake;
+  Result other = run(spec + "--measure -o " + dir + "/other.mg", driver + " MG_FAKE_DEVICES=8.0");
+  ASSERT_EQ(other.code, 0) << other.out;
+  EXPECT_NE(other.out.find("not measured on h200: this machine's GPU 0 is"), std::string::npos) << other.out;
+  EXPECT_NE(other.out.find("not what h200 describes (sm_90a, 132 SMs)"), std::string::npos) << other.out;
+
+  Result same = run(spec + "--measure --measure-top 2 -o " + dir + "/same.mg", driver + " MG_FAKE_DEVICES=9.0");
+  ASSERT_EQ(same.code, 0) << same.out;
+  EXPECT_NE(same.out.find("measured on NVIDIA H200 (device 0) for h200"), std::string::npos) << same.out;
+  EXPECT_NE(same.out.find("measured candidate 2 of 2 for h200"), std::string::npos) << same.out;
+  EXPECT_NE(same.out.find("no candidate passed; the cost model's choice stands"), std::string::npos) << same.out;
+  EXPECT_EQ(morgana::testing::read_file(dir + "/same.mg"), morgana::testing::read_file(dir + "/plain.mg"));
+
+  expect_user_error(spec + "--measure --shard 0/2 -o " + dir + "/x.result", "--measure chooses among a whole search");
+  expect_user_error(spec + "--measure --measure-top 0 -o " + dir + "/x.mg", "--measure-top must be >= 1");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

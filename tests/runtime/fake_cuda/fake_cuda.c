@@ -189,6 +189,15 @@ static void add_device(int major, int minor) {
   contexts[d].device = d;
 }
 
+/* NVRTC (CUDA 13) dlopens whatever libcuda.so.1 the process finds, calls cuInit and then asks for the driver's
+ * private export table; a driver without this entry point crashes it. Saying "not supported" (801) lets it carry
+ * on without the driver, as it does on a machine with none, so that compiling still works beside the fake. */
+CUresult cuGetExportTable(const void** table, const void* id) {
+  (void)id;
+  if (table) *table = NULL;
+  return 801;
+}
+
 CUresult cuInit(unsigned flags) {
   (void)flags;
   const char* forced = getenv("MG_FAKE_INIT_RESULT");

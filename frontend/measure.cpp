@@ -1,0 +1,151 @@
+#include "frontend/measure.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
+#include "frontend/compile.h"
+#include "frontend/device_program.h"
+#include "ir/diagnostic.h"
+#include "ir/parser.h"
+#include "morgana/runtime.h"
+#include "runtime/bundle.h"
+
+namespace morgana::frontend {
+
+namespace {
+
+std::string fmt(const char* f, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, f, args...);
+  return buf;
+}
+
+// "sm_90a" -> "90", "sm_90" -> "90": the compute capability an arch names, without the arch-specific suffix.
+std::string capability(const std::string& arch) {
+  std::string digits;
+  for (char c : arch)
+    if (std::isdigit(static_cast<unsigned char>(c))) digits += c;
+  return digits;
+}
+
+// One candidate's row: compiled for `target` alone (no PTX: the GPU is the target's), loaded, checked, timed.
+MeasuredCandidate measure_one(const search::RankedCandidate& c, int rank, const targets::Target& target,
+                              const MeasureOptions& o) {
+  MeasuredCandidate row;
+  row.rank = rank;
+  row.estimate_us = c.cost_us;
+  try {
+    ir::Module m = ir::parse_module(c.mugraph, fmt("candidate %d", rank));
+    CompileOptions co;
+    co.targets = {target};
+    co.ptx_fallback = false;
+    std::vector<uint8_t> bytes = bundle::write_bundle(compile_programs(m.programs, co));
+    std::unique_ptr<DeviceProgram> p = DeviceProgram::open_bytes(bytes, "", o.device, o.seed);
+    CheckResult check = p->check();
+    row.check_worst = check.worst;
+    if (!check.pass) {
+      row.problem = fmt("outputs differ from the CPU reference (%.2f of the tolerance)", check.worst);
+      return row;
+    }
+    Timing t = p->time_replays(o.warmup, o.replays);
+    row.median_us = t.median_us;
+    row.min_us = t.min_us;
+    row.sets = t.sets;
+    row.ok = true;
+  } catch (const UserError& e) {
+    row.problem = e.message();
+  } catch (const std::exception& e) {
+    row.problem = std::string("internal error: ") + e.what();
+  }
+  return row;
+}
+
+}  // namespace
+
+namespace {
+
+// The local GPU `device` in `info`; else why there is none to measure on.
+std::string describe_local_gpu(int device, mg_device_info* info) {
+  int count = 0;
+  if (mg_status s = mg_device_count(&count); s != MG_OK)
+    return std::string("no GPU to measure on: ") + mg_last_error();
+  if (device < 0 || device >= count) return fmt("no CUDA device %d (this machine has %d)", device, count);
+  if (mg_status s = mg_device_describe(device, info); s != MG_OK)
+    return std::string("cannot read the GPU: ") + mg_last_error();
+  return "";
+}
+
+}  // namespace
+
+std::string local_gpu_mismatch(const targets::Target& target, int device) {
+  mg_device_info info{};
+  if (std::string why = describe_local_gpu(device, &info); !why.empty()) return why;
+  const bool nvidia = target.identity.vendor == "nvidia" && info.vendor == MG_VENDOR_NVIDIA;
+  if (!nvidia || capability(target.identity.arch) != capability(info.arch) ||
+      info.sm_count != target.execution.sms)
+    return fmt("this machine's GPU %d is %s (%s, %d SMs), not what %s describes (%s, %lld SMs)", device,
+               info.name, info.arch, info.sm_count, target.identity.name.c_str(),
+               target.identity.arch.c_str(), static_cast<long long>(target.execution.sms));
+  return "";
+}
+
+Measurement measure_candidates(const search::SearchResult& result, const targets::Target& target,
+                               const MeasureOptions& o) {
+  Measurement m;
+  m.target = result.target;
+  m.skipped = local_gpu_mismatch(target, o.device);
+  if (!m.skipped.empty()) return m;
+  mg_device_info info{};
+  describe_local_gpu(o.device, &info);
+  m.device = fmt("%s (device %d)", info.name, o.device);
+  const int n = std::min<int>(o.top, static_cast<int>(result.top.size()));
+  for (int i = 0; i < n; ++i) {
+    m.rows.push_back(measure_one(result.top[i], i + 1, target, o));
+    const MeasuredCandidate& r = m.rows.back();
+    if (o.progress)
+      o.progress(r.ok ? fmt("measured candidate %d of %d for %s: %.2f us", i + 1, n,
+                            target.identity.name.c_str(), r.median_us)
+                      : fmt("measured candidate %d of %d for %s: %s", i + 1, n, target.identity.name.c_str(),
+                            r.problem.c_str()));
+    if (r.ok && (m.chosen < 0 || r.median_us < m.rows[m.chosen].median_us)) m.chosen = i;
+  }
+  return m;
+}
+
+std::string render_measurement(const Measurement& m) {
+  if (!m.skipped.empty())
+    return "not measured on " + m.target + ": " + m.skipped + "; the cost model's choice stands\n";
+  std::string out =
+      "measured on " + m.device + " for " + m.target +
+      " (each compiled for it, checked against the CPU reference, then timed: one CUDA graph of a "
+      "launch per input set, sets over 2x L2, median of replays):\n";
+  out += "  rank   estimate (us)   measured (us)   min (us)   check\n";
+  for (size_t i = 0; i < m.rows.size(); ++i) {
+    const MeasuredCandidate& r = m.rows[i];
+    const char* mark = static_cast<int>(i) == m.chosen ? "  <- chosen" : "";
+    if (r.ok)
+      out += fmt("  %4d   %13.2f   %13.2f   %8.2f   %.2f of the tolerance%s\n", r.rank, r.estimate_us,
+                 r.median_us, r.min_us, r.check_worst, mark);
+    else
+      out +=
+          fmt("  %4d   %13.2f               -          -   %s\n", r.rank, r.estimate_us, r.problem.c_str());
+  }
+  if (m.chosen < 0)
+    out += "no candidate passed; the cost model's choice stands\n";
+  else if (m.chosen == 0)
+    out += "the cost model's choice is the fastest measured\n";
+  else
+    out +=
+        fmt("chosen: candidate %d (%.2f us measured) over the cost model's first (%s)\n", m.chosen + 1,
+            m.rows[m.chosen].median_us,
+            m.rows[0].ok ? fmt("%.2f us measured", m.rows[0].median_us).c_str() : m.rows[0].problem.c_str());
+  return out;
+}
+
+void apply_measurement(const Measurement& m, search::SearchResult& result) {
+  if (m.chosen <= 0 || m.chosen >= static_cast<int>(result.top.size())) return;
+  std::rotate(result.top.begin(), result.top.begin() + m.chosen, result.top.begin() + m.chosen + 1);
+}
+
+}  // namespace morgana::frontend
