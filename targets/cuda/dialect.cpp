@@ -42,7 +42,7 @@ const lower::Dialect& cuda_dialect() {
       .include = "#include \"{}\"",
       .host_device = "__host__ __device__",
       .matrix_ops = kMatrixOps,
-      .exp = "expf",
+      .exp = "mg::fast_exp",
       .sqrt = "sqrtf",
       .rsqrt = "rsqrtf",
       .erf = "erff",

@@ -105,6 +105,21 @@ __device__ __forceinline__ To convert(From x) {
 // The max of the reference interpreter: a NaN in the running value stays.
 __device__ __forceinline__ float max_nan(float a, float b) { return (a != a || a >= b) ? a : b; }
 
+// exp(x), for the exp op, silu and the rescaling of running-max accumulators: one multiply and the special-function
+// unit's base-2 exponential (ex2.approx.ftz, relative error below 2^-22; rounding x log2(e) adds |x log2(e)| 2^-24,
+// under 1e-5 wherever the result is a normal f32), where expf spends about ten instructions on its last ulp: in
+// attention the exponentials of the score tile are the largest share of a warp's non-matrix instructions. Results
+// below the smallest normal f32 flush to zero; -inf gives 0 and +inf, NaN pass through as in expf.
+__device__ __forceinline__ float fast_exp(float x) {
+#ifdef MG_HOST_EMULATION
+  return expf(x);
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  return y;
+#endif
+}
+
 // The kernel runs exactly N threads per block in x (the launch's block size, from the kernel IR): the compiler then
 // knows every tile loop's trip count (`for (i = threadIdx.x; i < n; i += blockDim.x)`), unrolls it and folds its
 // index math (measured: a third fewer instructions in cp.async loops).
@@ -1285,8 +1300,8 @@ __device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X
       const int e = held_element<Atom, typename R::shape, 1>(task, 0, v, lane);
       const float mj = at(m, i, 0, v, unflatten<typename R::shape>(e)), old = run_max.acc[i][0][v];
       const float next = first ? mj : max_nan(old, mj);
-      alpha[v] = first ? 0.0f : expf(old - next);
-      beta[v] = first ? 1.0f : expf(mj - next);
+      alpha[v] = first ? 0.0f : fast_exp(old - next);
+      beta[v] = first ? 1.0f : fast_exp(mj - next);
       run_max.acc[i][0][v] = next;
     }
 #pragma unroll
@@ -1693,7 +1708,7 @@ __device__ __forceinline__ void regs_acc_rescale_sum(Elements<S, N, R>& acc, Ele
         run_max.v[j][u] = mj[u];
       } else {
         const float old = run_max.v[j][u], next = max_nan(old, mj[u]);
-        acc.v[j][u] = acc.v[j][u] * expf(old - next) + y[u] * expf(mj[u] - next);
+        acc.v[j][u] = acc.v[j][u] * fast_exp(old - next) + y[u] * fast_exp(mj[u] - next);
         run_max.v[j][u] = next;
       }
     }
@@ -1773,7 +1788,7 @@ __device__ __forceinline__ void acc_rescale_sum(float* acc, float* run_max, cons
         run_max[e] = mj;
       } else {
         const float old = run_max[e], next = max_nan(old, mj);
-        acc[e] = acc[e] * expf(old - next) + to_f32(x[e]) * expf(mj - next);
+        acc[e] = acc[e] * fast_exp(old - next) + to_f32(x[e]) * fast_exp(mj - next);
         run_max[e] = next;
       }
     }
@@ -1787,7 +1802,7 @@ __device__ __forceinline__ void acc_rescale_sum(float* acc, float* run_max, cons
   for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
     const int j = broadcast_offset<SM>(unflatten<S>(e));
     const float mj = to_f32(m[j]), old = run_max[j], next = max_nan(old, mj);
-    acc[e] = acc[e] * expf(old - next) + to_f32(x[e]) * expf(mj - next);
+    acc[e] = acc[e] * fast_exp(old - next) + to_f32(x[e]) * fast_exp(mj - next);
   }
   __syncthreads();  // every thread has read the old maxima before they change
   for (int e = threadIdx.x; e < SM::size; e += blockDim.x) run_max[e] = max_nan(run_max[e], to_f32(m[e]));

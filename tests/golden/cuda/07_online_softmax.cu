@@ -49,7 +49,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ref_k0_S(const mg::f16* __r
   mg::regs_reduce_max(t_m, t_m_parts, r_x);
   __syncthreads();
   // d = sub(x, m); e = exp(d)  [tests/verify/catalogue/true/07_online_softmax.mg:4:7]
-  mg::regs_binary(r_e, r_x, mg::smem<S_m>(t_m), [](float x, float y) { x = x - y; return expf(x); });
+  mg::regs_binary(r_e, r_x, mg::smem<S_m>(t_m), [](float x, float y) { x = x - y; return mg::fast_exp(x); });
   __syncthreads();
   // l = reduce_sum(e, dim=1)  [tests/verify/catalogue/true/07_online_softmax.mg:4:7]
   mg::regs_reduce_sum(t_l, t_l_parts, r_e);
@@ -148,7 +148,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) cand_k0_M(const mg::f16* __
     mg::reduce_max<S_x, S_m, 3, 1, false>(t_m, (t_x_buffers + it % 4 * 8));
     __syncthreads();
     // d = sub(x, m); e = exp(d)  [tests/verify/catalogue/true/07_online_softmax.mg:12:9]
-    mg::binary<S_e, S_x, S_m>(t_e, (t_x_buffers + it % 4 * 8), t_m, [](float x, float y) { x = x - y; return expf(x); });
+    mg::binary<S_e, S_x, S_m>(t_e, (t_x_buffers + it % 4 * 8), t_m, [](float x, float y) { x = x - y; return mg::fast_exp(x); });
     __syncthreads();
     // l = reduce_sum(e, dim=1)  [tests/verify/catalogue/true/07_online_softmax.mg:14:9]
     mg::reduce_sum<S_e, S_l, 3, 1, false>(t_l, t_e);
@@ -204,7 +204,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) cand_k2_E(const mg::f16* __
   // x = iter(D, imap=[-,-,-])  [tests/verify/catalogue/true/07_online_softmax.mg:21:7]
   mg::load_elems<mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 2>(r_x, g_D, 0, 0, 0, 0, 0.0f);
   // z = exp(x)  [tests/verify/catalogue/true/07_online_softmax.mg:21:7]
-  mg::regs_unary(r_z, r_x, [](float x) { return expf(x); });
+  mg::regs_unary(r_z, r_x, [](float x) { return mg::fast_exp(x); });
   // save(acc, omap=[-,-,-])  [tests/verify/catalogue/true/07_online_softmax.mg:21:7]
   mg::store_elems<mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 2>(g_E, r_z, 0, 0, 0, 0);
 }
