@@ -526,6 +526,12 @@ class Explorer {
 
   // ---------------- block ops ----------------
 
+  // What a block op slices a stacked dim by: the split that made its partial results (the axis they are partial
+  // over and the number of parts), whichever dim of theirs holds the parts. A split-KV flash kernel whose grid also
+  // cuts the heads stacks its row sums along their unit dim and its P·V along V's columns; one loop over the splits
+  // combines both. Unstacked labels are their own partition.
+  static Label partition(const Label& l) { return l.stacked() ? Label{0, l.over, l.parts} : l; }
+
   // Skeletons over the current kernel tensors: operand sets (1..4 tensors, in id order), then grid axes (up to
   // three, in label order) and the loop axis, from the labels of the operands.
   template <class F>
@@ -551,7 +557,7 @@ class Explorer {
     std::vector<Label> axes;
     for (TensorId t : ops)
       for (int d = 0; d < kt[t].labels.rank; ++d) {
-        Label l = kt[t].labels.dims[static_cast<size_t>(d)];
+        Label l = partition(kt[t].labels.dims[static_cast<size_t>(d)]);
         if (l.unit()) continue;
         if (std::find(axes.begin(), axes.end(), l) == axes.end()) axes.push_back(l);
       }
@@ -590,13 +596,15 @@ class Explorer {
   }
 
   // The header of a skeleton: its distinct axes, which grid dim cuts each (-1: none) and which the loop cuts.
+  // A stacked dim is cut by its partition's axis (partition()).
   struct Header {
     std::vector<Label> axes;
     std::vector<int> grid_of;
     int loop = -1;  // index into axes
     int bit(const Label& l) const {
+      const Label p = partition(l);
       for (size_t i = 0; i < axes.size(); ++i)
-        if (axes[i] == l) return static_cast<int>(i);
+        if (axes[i] == p) return static_cast<int>(i);
       return -1;
     }
   };

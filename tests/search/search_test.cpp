@@ -7,6 +7,8 @@
 #include <string>
 
 #include "ir/parser.h"
+#include "ir/printer.h"
+#include "search/generator.h"
 #include "search/search.h"
 #include "targets/target.h"
 
@@ -71,6 +73,30 @@ TEST(Search, FindsNTransInOneKernelAndCompletes) {
   const std::string& best = r.top[0].mugraph;
   EXPECT_EQ(count(best, "= block("), 1) << best;
   EXPECT_EQ(count(best, "rms_norm("), 2) << best;
+}
+
+// Split-KV over a grid that also cuts the heads: the partial row sums stack their splits along their unit dim and
+// the partial P·V along V's columns, and the combining block op slices both (and the running maxes) by the same
+// split with one loop. The generator must produce that form (before the search ranks it).
+TEST(Search, GeneratesSplitKvWhoseGridAlsoCutsTheHeads) {
+  Generator gen(spec("attention_heads_small"), h200(), small());
+  std::atomic<bool> stop{false};
+  int split_kv = 0;
+  std::string example;
+  for (size_t task = 0; task < gen.num_tasks(); ++task) {
+    GenStats stats;
+    gen.explore(task, stats, [&](Candidate&& c) {
+      const std::string text = ir::print(c.graph);
+      if (count(text, "= block(") == 2 && count(text, "iter(K, imap=[0,-,2], fmap=2)") == 1 &&
+          count(text, "save(") == 4 && count(text, "acc_rescale_sum(") == 4) {
+        if (example.empty()) example = text;
+        ++split_kv;
+      }
+    }, stop);
+  }
+  ASSERT_GT(split_kv, 0);
+  // Its combine loops over the splits of all three partial results.
+  EXPECT_EQ(count(example, "fmap=2)"), 4) << example;  // K's keys, then the three partial results' splits
 }
 
 TEST(Search, ThreadCountDoesNotChangeTheAnswer) {
