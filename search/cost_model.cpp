@@ -119,7 +119,11 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
   // on the same SM run their chains side by side, each as long (measured: two co-resident blocks of half the work
   // each are no faster than one). A pipelined loop runs its chain while the next iterations' loads are in flight,
   // so the chain overlaps the memory time like compute does; an unpipelined one waits for its loads, then runs it.
+  // A reduction of register rows needs no barrier, but its shuffles are a step of the block's chain all the same
+  // (row_reduction_ns; H100: a flash kernel with two per iteration at 1 warp per scheduler costs ~0.5 us per extra
+  // iteration of the same work, one barrier's 0.1 of it).
   const double chain_s = (static_cast<double>(k.barriers_per_block) * t.cost.barrier_ns +
+                          static_cast<double>(k.row_reductions_per_block) * t.cost.row_reduction_ns +
                           k.pass_elements_per_block * t.cost.pass_element_ns) *
                          1e-9;
   double throughput_s = 0, memory_s = 0, compute_s = 0, stream_s = 0;

@@ -41,6 +41,7 @@ struct KernelCost {
   double tensor_flops = 0;     // executed on matrix instructions, padded to their shapes
   double vector_flops = 0;
   int64_t barriers_per_block = 0;
+  int64_t row_reductions_per_block = 0;  // reductions of register rows (warp shuffles), every iteration's counted
   // Elements a thread handles in the statement passes of one block's chain: per barrier level, the largest tile
   // computed there over the block's threads, summed over the levels of every iteration (block ops only).
   double pass_elements_per_block = 0;

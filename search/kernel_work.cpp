@@ -454,6 +454,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     const Flops f = op_flops(nd.op, in, out, t);
     const bool rows =
         nd.num_results == 1 && held_in_rows(nd, kind, ops, in, out[0], f, in_rows, warps, k.threads, t);
+    if (rows && kind == OpKind::Reduce) k.row_reductions_per_block += epi ? 1 : p.loop;
     // Kept in registers across the loop (a matmul's accumulators, a reduction's folds), or the accumulator of such a
     // result: no barrier level of its own; the reduction still reads its tile each iteration.
     const bool across = !epi && nd.num_results == 1 &&

@@ -126,6 +126,8 @@ struct Cost {
                                        // part of a line); 0: not modelled (optional)
   double chain_shown_at = 0;  // the share of a pipelined loop's memory time from which its barrier chain shows in
                               // full through overlap_miss (in proportion below); 0: always in full (optional)
+  double row_reduction_ns = 0;  // one row reduction of register rows (warp shuffles) in a block's chain, beside its
+                                // barriers; 0: not modelled (optional)
 };
 
 struct Target {
