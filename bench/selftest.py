@@ -269,6 +269,16 @@ def hand_checks() -> None:
     check(len(S.parse(att % ("-1", "O"))[0].attention_patterns()) == 1, "attention pattern, dim=-1")
     check(not S.parse(att % ("1", "O"))[0].attention_patterns(), "softmax over dim 1 is no SDPA")
     check(not S.parse(att % ("2", "O, S"))[0].attention_patterns(), "S returned: no SDPA")
+    scaled = """kernel a(Q: f16[2,3,8], K: f16[2,8,5], V: f16[2,5,8]) {
+      A = matmul(Q, K)
+      Z = mul_scalar(A, s=0.25)
+      S = softmax(Z, dim=2)
+      O = matmul(S, V)
+      return %s }"""
+    ks = S.parse(scaled % "O")[0]
+    check(len(ks.attention_patterns()) == 1, "scaled attention pattern found")
+    check(ks.attention_scale(ks.attention_patterns()[0]) == (0.25, ["A", "Z", "S"]), "its scale and statements")
+    check(not S.parse(scaled % "O, Z")[0].attention_patterns(), "scaled logits returned: no SDPA")
     k = S.parse(att % ("2", "O"))[0]
     check(k.matmul_flops() == 2 * (2 * 3 * 5 * 8) + 2 * (2 * 3 * 8 * 5), f"flops {k.matmul_flops()}")
     check(k.bytes_once() == 2 * (48 + 80 + 80 + 48), f"bytes {k.bytes_once()}")

@@ -111,9 +111,15 @@ class Kernel:
 
     def attention_patterns(self) -> List[Tuple[Stmt, Stmt, Stmt]]:
         """Every A = matmul(Q, K); S = softmax(A, dim=last); O = matmul(S, V) in which A and S feed nothing else
-        and are not outputs: what one scaled_dot_product_attention call (scale 1) computes."""
+        and are not outputs: what one scaled_dot_product_attention call (scale 1) computes. The logits may be
+        scaled on the way (A = matmul(Q, K); Z = mul_scalar(A, s=c); S = softmax(Z, ...)): attention_scale()
+        gives the scale of a pattern, and the mul_scalar is part of it."""
         found = []
         by_out = {s.out: s for s in self.stmts}
+
+        def private(t: str) -> bool:
+            return len(self.uses(t)) == 1 and t not in self.outputs
+
         for o in self.stmts:
             if o.op != "matmul":
                 continue
@@ -121,16 +127,26 @@ class Kernel:
             if s is None or s.op != "softmax" or o.args[1] == s.out:
                 continue
             a = by_out.get(s.args[0])
+            if a is not None and a.op == "mul_scalar" and private(a.out):
+                a = by_out.get(a.args[0])
             if a is None or a.op != "matmul":
                 continue
-            if s.attrs["dim"] != len(self.types[a.out][1]) - 1:
+            if s.attrs["dim"] != len(self.types[s.out][1]) - 1:
                 continue
-            if len(self.uses(a.out)) != 1 or len(self.uses(s.out)) != 1:
-                continue
-            if a.out in self.outputs or s.out in self.outputs:
+            if not private(a.out) or not private(s.out):
                 continue
             found.append((a, s, o))
         return found
+
+    def attention_scale(self, pattern: Tuple[Stmt, Stmt, Stmt]) -> Tuple[float, List[str]]:
+        """The scale of an attention pattern's logits (1 when unscaled) and the names its statements define
+        between the first matmul and the softmax's output (what one SDPA call replaces)."""
+        a, s, _ = pattern
+        by_out = {st.out: st for st in self.stmts}
+        mid = by_out[s.args[0]]
+        if mid.op == "mul_scalar":
+            return float(mid.attrs["s"]), [a.out, mid.out, s.out]
+        return 1.0, [a.out, s.out]
 
 
 # ---- lexer ----

@@ -6,7 +6,8 @@ PyTorch op(s) docs/spec-language.md defines it by, and returns the outputs as a 
   - the PyTorch eager baseline (called on the inputs in the spec's dtype),
   - torch.compile's input (it is traceable: only torch ops, no data-dependent Python),
 and `to_function(kernel, sdpa=...)` replaces each attention pattern (kernel.attention_patterns()) by one
-torch.nn.functional.scaled_dot_product_attention call with scale=1.0 (the spec has no 1/sqrt(d)).
+torch.nn.functional.scaled_dot_product_attention call with the spec's scale (1.0 unless a mul_scalar scales the
+logits between the matmul and the softmax).
 
 Meaning of each op (docs/spec-language.md, "Ops"):
   matmul            torch.matmul: [..., m, k] x [..., k, n], batch dims broadcast like numpy (both ranks >= 2)
@@ -82,8 +83,8 @@ def _apply(torch, s: Stmt, a, b=None):
     raise ValueError(f"{s.line}:{s.col}: no PyTorch translation of op '{op}'")
 
 
-def sdpa(q, k, v, layout: str = "contiguous"):
-    """softmax(q @ k) @ v (no scaling) through F.scaled_dot_product_attention with scale=1.0, for q [..., Lq, d],
+def sdpa(q, k, v, layout: str = "contiguous", scale: float = 1.0):
+    """softmax(scale * q @ k) @ v through F.scaled_dot_product_attention with that scale, for q [..., Lq, d],
     k [..., d, Lk] (the spec's layout) and v [..., Lk, dv], batch dims broadcast. SDPA wants k as [..., Lk, d]:
     layout "view" passes the transposed view (its last dim has stride Lk, which the fused flash and
     memory-efficient kernels refuse, so SDPA falls back to a slower one), "contiguous" copies it first (part of
@@ -103,22 +104,23 @@ def sdpa(q, k, v, layout: str = "contiguous"):
             return t.reshape(*(1,) * (4 - t.dim()), *t.shape)
         return t.reshape(-1, *t.shape[-3:]) if t.dim() > 4 else t
 
-    out = torch.nn.functional.scaled_dot_product_attention(four_d(q), four_d(kt), four_d(v), scale=1.0)
+    out = torch.nn.functional.scaled_dot_product_attention(four_d(q), four_d(kt), four_d(v), scale=scale)
     return out.reshape(*batch, out.shape[-2], out.shape[-1])
 
 
 def to_function(kernel: Kernel, sdpa_layout: Optional[str] = None) -> Callable:
     """The kernel as a function of its inputs (tensors, in parameter order) returning a tuple of its outputs. With
     `sdpa_layout`, every attention pattern goes through sdpa() with that layout (ValueError if there is none)."""
-    replaced: Dict[str, Tuple[str, str, str]] = {}  # O -> (Q, K, V) of a pattern
+    replaced: Dict[str, Tuple[str, str, str, float]] = {}  # O -> (Q, K, V, scale) of a pattern
     skipped = set()
     if sdpa_layout is not None:
         patterns = kernel.attention_patterns()
         if not patterns:
             raise ValueError(f"kernel {kernel.name} has no matmul -> softmax(last dim) -> matmul to give SDPA")
         for a, s, o in patterns:
-            replaced[o.out] = (a.args[0], a.args[1], o.args[1])
-            skipped.update((a.out, s.out))
+            scale, defined = kernel.attention_scale((a, s, o))
+            replaced[o.out] = (a.args[0], a.args[1], o.args[1], scale)
+            skipped.update(defined)
     stmts = list(kernel.stmts)
     names = [p.name for p in kernel.params]
     outputs = list(kernel.outputs)
@@ -132,8 +134,8 @@ def to_function(kernel: Kernel, sdpa_layout: Optional[str] = None) -> Callable:
             if st.out in skipped:
                 continue
             if st.out in replaced:
-                q, k, v = replaced[st.out]
-                env[st.out] = sdpa(env[q], env[k], env[v], sdpa_layout)
+                q, k, v, scale = replaced[st.out]
+                env[st.out] = sdpa(env[q], env[k], env[v], sdpa_layout, scale)
                 continue
             env[st.out] = _apply(torch, st, *[env[a] for a in st.args])
         return tuple(env[o] for o in outputs)
