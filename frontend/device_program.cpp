@@ -127,7 +127,6 @@ Timing summarize(std::vector<double> us, int sets) {
 }  // namespace
 
 struct DeviceProgram::State {
-  std::vector<uint8_t> bytes;  // the bundle, when opened from memory (kept for the bundle's lifetime)
   mg_bundle* bundle = nullptr;
   const cu::Driver* d = nullptr;
   mg_device_info dev{};
@@ -176,30 +175,6 @@ DeviceProgram::~DeviceProgram() = default;
 namespace {
 
 // Everything after the bundle is open: the device, the program's code, its μGraph and the seeded inputs.
-void load(DeviceProgram::State& s, const std::string& program, int device, uint64_t seed);
-
-}  // namespace
-
-std::unique_ptr<DeviceProgram> DeviceProgram::open_file(const std::string& path, const std::string& program,
-                                                        int device, uint64_t seed) {
-  auto s = std::make_unique<State>();
-  check_status(mg_bundle_open(path.c_str(), &s->bundle), "opening the bundle");
-  load(*s, program, device, seed);
-  return std::unique_ptr<DeviceProgram>(new DeviceProgram(std::move(s)));
-}
-
-std::unique_ptr<DeviceProgram> DeviceProgram::open_bytes(const std::vector<uint8_t>& bundle,
-                                                         const std::string& program, int device,
-                                                         uint64_t seed) {
-  auto s = std::make_unique<State>();
-  s->bytes = bundle;
-  check_status(mg_bundle_open_memory(s->bytes.data(), s->bytes.size(), &s->bundle), "opening the bundle");
-  load(*s, program, device, seed);
-  return std::unique_ptr<DeviceProgram>(new DeviceProgram(std::move(s)));
-}
-
-namespace {
-
 void load(DeviceProgram::State& s, const std::string& program, int device, uint64_t seed) {
   std::string name = pick_name(s.bundle, program);
   runtime::Error err;
@@ -245,6 +220,24 @@ void load(DeviceProgram::State& s, const std::string& program, int device, uint6
 }
 
 }  // namespace
+
+std::unique_ptr<DeviceProgram> DeviceProgram::open_file(const std::string& path, const std::string& program,
+                                                        int device, uint64_t seed) {
+  auto s = std::make_unique<State>();
+  check_status(mg_bundle_open(path.c_str(), &s->bundle), "opening the bundle");
+  load(*s, program, device, seed);
+  return std::unique_ptr<DeviceProgram>(new DeviceProgram(std::move(s)));
+}
+
+std::unique_ptr<DeviceProgram> DeviceProgram::open_bytes(const std::vector<uint8_t>& bundle,
+                                                         const std::string& program, int device,
+                                                         uint64_t seed) {
+  auto s = std::make_unique<State>();
+  check_status(mg_bundle_open_memory(bundle.data(), bundle.size(), &s->bundle), "opening the bundle");
+  load(*s, program, device, seed);
+  return std::unique_ptr<DeviceProgram>(new DeviceProgram(std::move(s)));
+}
+
 
 std::string DeviceProgram::device_line() const {
   const mg_device_info& dev = s_->dev;

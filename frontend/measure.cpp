@@ -61,43 +61,33 @@ MeasuredCandidate measure_one(const search::RankedCandidate& c, int rank, const 
   return row;
 }
 
-}  // namespace
-
-namespace {
-
-// The local GPU `device` in `info`; else why there is none to measure on.
-std::string describe_local_gpu(int device, mg_device_info* info) {
+// Why this machine's GPU `device` cannot stand in for `target` (no driver, no GPU, another compute capability or
+// SM count), with the GPU described in `info` where there is one; empty when it can.
+std::string local_gpu_mismatch(const targets::Target& target, int device, mg_device_info* info) {
   int count = 0;
   if (mg_status s = mg_device_count(&count); s != MG_OK)
     return std::string("no GPU to measure on: ") + mg_last_error();
   if (device < 0 || device >= count) return fmt("no CUDA device %d (this machine has %d)", device, count);
   if (mg_status s = mg_device_describe(device, info); s != MG_OK)
     return std::string("cannot read the GPU: ") + mg_last_error();
+  const bool nvidia = target.identity.vendor == "nvidia" && info->vendor == MG_VENDOR_NVIDIA;
+  if (!nvidia || capability(target.identity.arch) != capability(info->arch) ||
+      info->sm_count != target.execution.sms)
+    return fmt("this machine's GPU %d is %s (%s, %d SMs), not what %s describes (%s, %lld SMs)", device,
+               info->name, info->arch, info->sm_count, target.identity.name.c_str(),
+               target.identity.arch.c_str(), static_cast<long long>(target.execution.sms));
   return "";
 }
 
 }  // namespace
 
-std::string local_gpu_mismatch(const targets::Target& target, int device) {
-  mg_device_info info{};
-  if (std::string why = describe_local_gpu(device, &info); !why.empty()) return why;
-  const bool nvidia = target.identity.vendor == "nvidia" && info.vendor == MG_VENDOR_NVIDIA;
-  if (!nvidia || capability(target.identity.arch) != capability(info.arch) ||
-      info.sm_count != target.execution.sms)
-    return fmt("this machine's GPU %d is %s (%s, %d SMs), not what %s describes (%s, %lld SMs)", device,
-               info.name, info.arch, info.sm_count, target.identity.name.c_str(),
-               target.identity.arch.c_str(), static_cast<long long>(target.execution.sms));
-  return "";
-}
-
 Measurement measure_candidates(const search::SearchResult& result, const targets::Target& target,
                                const MeasureOptions& o) {
   Measurement m;
   m.target = result.target;
-  m.skipped = local_gpu_mismatch(target, o.device);
-  if (!m.skipped.empty()) return m;
   mg_device_info info{};
-  describe_local_gpu(o.device, &info);
+  m.skipped = local_gpu_mismatch(target, o.device, &info);
+  if (!m.skipped.empty()) return m;
   m.device = fmt("%s (device %d)", info.name, o.device);
   const int n = std::min<int>(o.top, static_cast<int>(result.top.size()));
   for (int i = 0; i < n; ++i) {

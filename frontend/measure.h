@@ -41,10 +41,6 @@ struct Measurement {
   int chosen = -1;  // index into rows (= into the result's top) of the fastest that passed; -1: none did
 };
 
-// Why this machine's GPU `device` cannot stand in for `target` (no driver, no GPU, another compute capability or
-// SM count); empty when it can.
-std::string local_gpu_mismatch(const targets::Target& target, int device);
-
 // Compiles, checks and times the first `options.top` candidates of `result` (a search for `target`) on the local
 // GPU. Never throws for a candidate that fails: its row says why.
 Measurement measure_candidates(const search::SearchResult& result, const targets::Target& target,
