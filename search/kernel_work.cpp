@@ -9,6 +9,8 @@
 #include <numeric>
 #include <string>
 
+#include "ir/block_rules.h"
+
 namespace morgana::search::detail {
 
 namespace {
@@ -395,9 +397,15 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   for (const Node& nd : body.nodes())
     for (ir::TensorId o : body.operands(nd)) readers[o].push_back(&nd);
   double smem = 0;
+  const std::vector<ir::BlockSection> sections = ir::block_sections(body);
   for (const Node& nd : body.nodes()) {
     const auto ops = body.operands(nd);
     const OpKind kind = ir::op_info(nd.op).kind;
+    // An rms_norm whose matmul scales its product instead (ir::norm_scaled_after) is its sum of squares alone: one
+    // pass, no tile of its own; the product's scaling goes with the matmul.
+    const bool scaled_after =
+        kind == OpKind::Norm &&
+        ir::norm_scaled_after(body, sections, static_cast<ir::NodeId>(&nd - body.nodes().data())).has_value();
     if (kind == OpKind::Save) {
       k.dram_write_bytes += bytes_of(g.type(g.result(n, static_cast<int>(saves++))));
       continue;
@@ -474,7 +482,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     }
     add_flops(w, f, blocks * static_cast<double>(epi ? 1 : p.loop),
               rows || across || across_acc || feeds_fold || elements, t);
-    if (!rows && !across && !across_acc && !elements && fold == Folding::none)
+    if (!rows && !across && !across_acc && !elements && fold == Folding::none && !scaled_after)
       for (const auto& o : out) smem += static_cast<double>(o.numel() * ir::dtype_bytes(kComputeType));
     // A statement in registers works on its own rows (or elements): it needs no barrier level of its own; a unary
     // folded into a neighbour's pass neither. rms_norm is two passes (the sum of squares, then the scaling); held in
@@ -483,7 +491,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     const int64_t level_of = rows || across || across_acc || own_elements ? std::max<int64_t>(d, 1)
                              : fold == Folding::into_writer                ? std::max<int64_t>(d, 1)
                              : fold == Folding::into_reader                ? d
-                             : kind == OpKind::Norm                        ? d + (elements ? 1 : 2)
+                             : kind == OpKind::Norm                        ? d + (elements || scaled_after ? 1 : 2)
                                                              : d + 1 + split_k_turns(kind, in, out[0], f, warps, t);
     int64_t& level = epi ? epilogue_depth : loop_depth;
     level = std::max(level, level_of);
@@ -498,7 +506,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
                static_cast<double>(k.threads);
       auto& passes = epi ? epilogue_pass : loop_pass;
       passes[level_of] = std::max(passes[level_of], share);
-      if (kind == OpKind::Norm) passes[level_of - 1] = std::max(passes[level_of - 1], share);
+      if (kind == OpKind::Norm && !scaled_after) passes[level_of - 1] = std::max(passes[level_of - 1], share);
     }
     for (int i = 0; i < nd.num_results; ++i) {
       ir::TensorId ri = body.result(nd, i);

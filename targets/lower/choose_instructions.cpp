@@ -94,8 +94,8 @@ bool elementwise(const Stmt& s) { return s.kind == StmtKind::Unary || s.kind == 
 // Whether tile t can be swizzled: 16-bit in shared memory, rows of an even number of 16-byte chunks (an odd number
 // puts 8 consecutive rows in 8 distinct bank groups already),
 // written only by 16-byte loads and elementwise ops and read as a matrix instruction's operand (ldmatrix) and
-// otherwise only by reductions of whole rows (reduces_whole_rows: the fused RMSNorm's sum of squares reads the
-// tile its matmul takes as A);
+// otherwise only by reductions (mg::Fold reads each element where the swizzle put it: the fused RMSNorm's sum of
+// squares reads the tile its matmul takes as A, QK-norm's sums over K's columns the tile its matmul takes as B);
 // rows per batch a multiple of the swizzle's period of 8 when the tile has batches (each batch is addressed from
 // its own start).
 bool swizzlable(const Kernel& k, int t) {
@@ -108,7 +108,7 @@ bool swizzlable(const Kernel& k, int t) {
   if (batches > 1 && tile.shape[tile.shape.size() - 2] % 8 != 0) return false;
   return only_matmul_operand(
       k, t, true, [](const Stmt& s) { return (s.kind == StmtKind::Load && s.vector_bytes == 16) || elementwise(s); },
-      [&](const Stmt& s) { return reduces_whole_rows(k, s); });
+      [](const Stmt& s) { return s.kind == StmtKind::Reduce; });
 }
 
 // The 16-bit type a matmul's f32 operands would be rounded to: its other operand's, or else the one 16-bit type the

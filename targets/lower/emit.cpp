@@ -254,10 +254,10 @@ class Emitter {
     auto t = [&](int i) { return tile_ref(k, i); };
     auto S = [&](int i) { return shape_ref(k, i); };
     std::string mask;
-    // A swizzled tile's layout is known only to loads, elementwise ops and the matrix instructions' operand loads;
-    // a reduction of whole rows does not see it (the swizzle stays within each row).
+    // A swizzled tile's layout is known only to loads, elementwise ops, the matrix instructions' operand loads and
+    // reductions (mg::Fold).
     for (int x : stmt_reads(s))
-      MG_CHECK(s.kind == StmtKind::Matmul || reduces_whole_rows(k, s) || !k.tiles[static_cast<size_t>(x)].swizzled,
+      MG_CHECK(s.kind == StmtKind::Matmul || s.kind == StmtKind::Reduce || !k.tiles[static_cast<size_t>(x)].swizzled,
                "emit: statement reads swizzled tile '" + k.tiles[static_cast<size_t>(x)].name + "'");
     for (int x : stmt_writes(s))
       MG_CHECK(s.kind == StmtKind::Load || s.kind == StmtKind::Unary || s.kind == StmtKind::Binary ||

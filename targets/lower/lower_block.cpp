@@ -8,8 +8,11 @@
 // With one iteration an accumulator is its operand, and shares its tile; a matmul whose only use is an acc_sum
 // accumulates straight into the accumulator (dst += a·b), as a tensor-core matmul will.
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <unordered_set>
 
+#include "ir/block_rules.h"
 #include "ir/printer.h"
 #include "targets/lower/passes.h"
 
@@ -73,22 +76,11 @@ class BlockLowering {
 
   bool looping() const { return g_.block_params().loop > 1; }
 
-  // Which section computes each value. Iterators with a for-loop dim start the body; ops follow their latest
-  // operand; accumulator results (and all after them) are the epilogue's.
+  // Which section computes each value (ir::block_sections).
   void sections() {
-    sec_.assign(g_.num_tensors(), kPrologue);
-    for (const Node& n : g_.nodes()) {
-      Section s = kPrologue;
-      const ir::OpInfo& info = ir::op_info(n.op);
-      if (info.kind == OpKind::Iter) {
-        s = looping() && n.attrs.fmap != ir::kPhi ? kBody : kPrologue;
-      } else if (info.kind == OpKind::Accum) {
-        s = kEpilogue;
-      } else {
-        for (TensorId t : g_.operands(n)) s = std::max(s, sec_[t]);
-      }
-      for (int i = 0; i < n.num_results; ++i) sec_[g_.result(n, i)] = s;
-    }
+    sections_ = ir::block_sections(g_);
+    sec_.clear();
+    for (ir::BlockSection b : sections_) sec_.push_back(static_cast<Section>(b));
   }
 
   void count_uses() {
@@ -136,9 +128,7 @@ class BlockLowering {
 
   // A matmul whose only use is an acc_sum in a loop of several iterations accumulates into it directly.
   bool fused_into_acc(const Node& n) const {
-    if (n.op != OpCode::matmul || !looping()) return false;
-    TensorId r = g_.result(n);
-    return sec_[r] == kBody && uses_[r] == 1 && g_.node(user_[r]).op == OpCode::acc_sum;
+    return ir::matmul_fused_into_acc(g_, sections_, static_cast<ir::NodeId>(&n - g_.nodes().data()));
   }
 
   // The origin of the tile of `n` (an iter or a save) along each dim of its tensor, by the rule of
@@ -250,6 +240,12 @@ class BlockLowering {
         unary(rs, rs, OpCode::mul_scalar, 1.0 / static_cast<double>(t.dim(n.attrs.dim)));
         unary(rs, rs, OpCode::add_scalar, n.attrs.eps);
         unary(rs, rs, OpCode::rsqrt, 0);
+        if (std::optional<ir::NodeId> m = ir::norm_scaled_after(g_, sections_, id)) {
+          // The matmul reads x itself and scales its product by rs: x's normalized copy is never written.
+          tile_[r] = in(0);
+          scale_after_[*m] = rs;
+          return;
+        }
         s.kind = StmtKind::Binary;
         s.op = OpCode::mul;
         s.dst = tile_[r];
@@ -299,6 +295,22 @@ class BlockLowering {
         MG_CHECK(false, "lower_block: unexpected op '" + std::string(info.name) + "' in a block graph");
     }
     stmts[sec_[r]].push_back(std::move(s));
+    if (auto scale = scale_after_.find(id); scale != scale_after_.end()) {
+      // matmul(x, y) of an operand left unnormalized (ir::norm_scaled_after): its product times the norm's factors.
+      Tile& product = k_.tiles[static_cast<size_t>(tile_[r])];
+      std::string name = product.name;
+      product.name = fresh(name + "_unscaled");
+      used_.erase(name);
+      Stmt m;
+      m.kind = StmtKind::Binary;
+      m.op = OpCode::mul;
+      m.a = tile_[r];
+      m.b = scale->second;
+      m.from = from;
+      tile_[r] = new_tile(name, ir::DType::f32, g_.type(r).shape(), from);
+      m.dst = tile_[r];
+      stmts[sec_[r]].push_back(std::move(m));
+    }
   }
 
   const BlockSite& site_;
@@ -306,10 +318,12 @@ class BlockLowering {
   std::vector<std::string> names_;
   std::unordered_set<std::string> used_;
   std::vector<int> tile_;  // block tensor -> tile
+  std::vector<ir::BlockSection> sections_;
   std::vector<Section> sec_;
   std::vector<int> uses_;
   std::vector<ir::NodeId> user_;  // the last node that uses each tensor
   std::vector<Load> loads_;
+  std::map<ir::NodeId, int> scale_after_;  // matmul -> the rms factors its product is scaled by
   size_t saves_ = 0;
   Kernel k_;
 };

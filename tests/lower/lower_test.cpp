@@ -683,5 +683,33 @@ kernel chain(X: f16[64,256]) {
   expect_matches_reference(g, p, 5, "T");
 }
 
+// An rms_norm over a matmul operand's contraction dim, computed where the matmul is, leaves the operand as loaded and
+// scales the product (ir::norm_scaled_after): K's column norms scale the scores' columns, X's row norms the rows. A
+// norm computed once before the loop (flash_qknorm's Q) still writes its normalized tile.
+TEST(Lower, NormsOverTheContractionDimScaleTheProduct) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Graph g = std::move(ir::parse_file("tests/lower/specs/column_norms.mg").programs[0]);
+  lower::LoweredProgram p = lower::lower(g, h100);
+  const std::string ir = lower::print(p);
+  EXPECT_NE(ir.find("s_unscaled = matmul(q, k)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("e = exp(mul_scalar(mul(s_unscaled, kn_rms), 0.25))"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("p_unscaled = matmul(x, w)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("p = mul(p_unscaled, xn_rms)"), std::string::npos) << ir;
+  for (const lower::Kernel& k : p.kernels)
+    for (const lower::Tile& t : k.tiles) EXPECT_TRUE(t.name != "kn" && t.name != "xn") << ir;
+  std::vector<verify::FloatArray> in = verify::random_inputs(g, 5);
+  std::vector<verify::FloatArray> want = verify::eval_float(g, in);
+  std::vector<std::vector<double>> got = run_on_cpu(p, in);
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], "output " + std::to_string(i));
+
+  ir::Graph flash = std::move(ir::parse_file("tests/gpu/specs/flash_qknorm.mg").programs[0]);
+  lower::LoweredProgram f = lower::lower(flash, h100);
+  const std::string fir = lower::print(f);
+  EXPECT_NE(fir.find("qn = mul(q, qn_rms)"), std::string::npos) << fir;
+  EXPECT_NE(fir.find("s_unscaled = matmul(qn, k)"), std::string::npos) << fir;
+  expect_matches_reference(flash, f, 5, "O");
+}
+
 }  // namespace
 }  // namespace morgana::testing

@@ -1,0 +1,31 @@
+// Rules about a block graph that both the lowering (targets/lower) and the cost model (search/kernel_work.cpp) apply,
+// so that the search prices what the lowering builds.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace morgana::ir {
+
+// Where a block graph computes each value (docs/spec-language.md, "Meaning"): the prologue (iterators without a
+// for-loop dim and everything computed from them alone, computed once), the body (what depends on the iteration,
+// run `loop` times; with one iteration iterators are the prologue's) and the epilogue (the accumulators' results
+// and all after them).
+enum class BlockSection : uint8_t { prologue, body, epilogue };
+std::vector<BlockSection> block_sections(const Graph& body);
+
+// A matmul whose only use is an acc_sum in a loop of several iterations accumulates into it directly.
+bool matmul_fused_into_acc(const Graph& body, const std::vector<BlockSection>& sections, NodeId matmul);
+
+// The matmul that reads rms_norm `norm`'s operand x unnormalized and scales its product instead, when there is one:
+// the norm's one reader, in the same section (a norm computed once before the loop stays there), not accumulated
+// across iterations, with the norm over its contraction dim, so that its factors r are constant along the sum:
+// matmul(x * r, y) = matmul(x, y) * r for r over x's rows ([.., m, 1]), matmul(y, x * r) = matmul(y, x) * r for r
+// over x's columns ([.., 1, n]). Taken where the product is no larger than x: the normalized copy of x (a pass over
+// it in shared memory and a barrier before the matmul reads it) becomes a pass over the product, which stays where
+// the matmul leaves it (registers, on a matrix instruction). QK-norm attention's keys: the scores scaled per column.
+std::optional<NodeId> norm_scaled_after(const Graph& body, const std::vector<BlockSection>& sections, NodeId norm);
+
+}  // namespace morgana::ir
