@@ -1509,10 +1509,44 @@ __device__ __forceinline__ void fold_rows_by_chunks(float* dst, const T* x, Op o
   }
 }
 
+// Whether rows of N elements of T are short rows for a warp: a power of two of 16-byte chunks, fewer than its lanes.
+template <class T, int N>
+__host__ __device__ constexpr bool short_rows() {
+  constexpr int V = chunk_elements<T>(), C = N / V;
+  return N % V == 0 && C > 1 && C < kWarpSize && (C & (C - 1)) == 0;
+}
+
+// A fold of whole short rows (the last dim, to one result each; rows of a swizzled tile in any order of their
+// chunks): a lane per 16-byte chunk, kWarpSize / C rows per warp at a time, a shuffle tree of C lanes per row. A warp
+// per row with its shuffle tree of the warp's size, row after row, was a chain of dependent shuffles: QK-norm's
+// 64 rows of Q (128 bytes each) cost its flash kernel ~3 us of its 10.8 on the H100 (qknorm_b1, ncu; 6.8 without
+// the norm).
+template <class SX, class SY, class T, class Op, class Pre, class Post>
+__device__ __forceinline__ void fold_short_rows(float* dst, const T* x, Op op, Pre pre, Post post) {
+  constexpr int V = chunk_elements<T>(), C = SX::d3 / V, per_warp = kWarpSize / C, rows = SX::size / SX::d3;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize, warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int step = static_cast<int>(blockDim.x) / kWarpSize * per_warp;
+  // Every lane of a warp runs the same rounds (the shuffles need them all); a row past the last folds it again and
+  // writes nothing.
+#pragma unroll 4
+  for (int base = warp * per_warp; base < rows; base += step) {
+    const int row = base + lane / C, c = lane % C;
+    const Run<V, T> r = *reinterpret_cast<const Run<V, T>*>(x + (row < rows ? row : rows - 1) * SX::d3 + c * V);
+    float acc = pre(to_f32(r.v[0]));
+#pragma unroll
+    for (int u = 1; u < V; ++u) acc = op(acc, pre(to_f32(r.v[u])));
+#pragma unroll
+    for (int mask = C / 2; mask > 0; mask /= 2) acc = op(acc, shfl_xor(acc, mask));
+    if (c == 0 && row < rows) dst[row] = post(acc);
+  }
+}
+
 template <class SX, class SY, int DIM, int TO, bool BY_WARPS, class T, class Op, class Pre, class Post>
 __device__ __forceinline__ void reduce(float* dst, const T* x, Op op, Pre pre, Post post) {
   if constexpr (DIM == 2 && TO == 1 && !BY_WARPS && SX::d2 > 1 && SX::d3 % chunk_elements<T>() == 0) {
     fold_rows_by_chunks<SX, SY>(dst, x, op, pre, post);
+  } else if constexpr (DIM == 3 && TO == 1 && BY_WARPS && short_rows<T, SX::d3>()) {
+    fold_short_rows<SX, SY>(dst, x, op, pre, post);
   } else {
     typedef Fold<SX, SY, DIM, TO, BY_WARPS> F;
     for (int e = F::first(); e < SY::size; e += F::step()) F::finish(dst, e, F::part(e, x, op, pre), op, post);
