@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <string>
 
 #include "ir/parser.h"
@@ -446,6 +447,25 @@ TEST(CostModel, RowReductionsAreStepsOfTheChain) {
   const Cost four_without = estimate(ir::parse_file(loop4).programs.at(0), without);
   const Cost eight_without = estimate(ir::parse_file(loop8).programs.at(0), without);
   EXPECT_GT(four_without.total_us, eight_without.total_us) << four_without.str() << eight_without.str();
+}
+
+// An rms_norm over its matmul operand's contraction dim (ir::norm_scaled_after) is its sum alone: one barrier level
+// and no normalized tile, as the lowering builds it; the same norm over the other dim still writes its tile.
+TEST(CostModel, NormsScaledAfterTheMatmulAreOneLevel) {
+  std::ifstream in("tests/gpu/specs/flash_qknorm.mg");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Without Q's norm, whose levels (computed before the loop) would set the matmul's depth either way.
+  std::string scaled_text = text;
+  scaled_text.erase(scaled_text.find("    qn = rms_norm(q, dim=2)\n"), 28);
+  scaled_text.replace(scaled_text.find("matmul(qn, kn)"), 14, "matmul(q, kn)");
+  std::string other = scaled_text;
+  other.replace(other.find("kn = rms_norm(k, dim=1)"), 23, "kn = rms_norm(k, dim=2)");
+  const Cost scaled = cost(scaled_text), written = cost(other);
+  ASSERT_TRUE(scaled.feasible() && written.feasible());
+  const int64_t loop = 2;
+  EXPECT_EQ(written.kernels[0].barriers_per_block - scaled.kernels[0].barriers_per_block, loop)
+      << scaled.str() << written.str();
+  EXPECT_LT(scaled.kernels[0].smem_bytes, written.kernels[0].smem_bytes) << scaled.str() << written.str();
 }
 
 // A block whose tiles cannot fit the opt-in shared memory is infeasible, not cheap.
