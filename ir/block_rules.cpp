@@ -58,4 +58,18 @@ std::optional<NodeId> norm_scaled_after(const Graph& body, const std::vector<Blo
   return users[0];
 }
 
+std::vector<uint8_t> matmul_operands_scaled_after(const Graph& body) {
+  std::vector<uint8_t> bits(body.nodes().size(), 0);
+  const std::vector<BlockSection> sections = block_sections(body);
+  for (NodeId id = 0; id < body.nodes().size(); ++id) {
+    std::optional<NodeId> m = norm_scaled_after(body, sections, id);
+    if (!m) continue;
+    const TensorId r = body.result(body.node(id));
+    auto ops = body.operands(body.node(*m));
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i] == r) bits[*m] |= static_cast<uint8_t>(1u << i);
+  }
+  return bits;
+}
+
 }  // namespace morgana::ir

@@ -2,6 +2,7 @@
 // so that the search prices what the lowering builds.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -27,5 +28,10 @@ bool matmul_fused_into_acc(const Graph& body, const std::vector<BlockSection>& s
 // it in shared memory and a barrier before the matmul reads it) becomes a pass over the product, which stays where
 // the matmul leaves it (registers, on a matrix instruction). QK-norm attention's keys: the scores scaled per column.
 std::optional<NodeId> norm_scaled_after(const Graph& body, const std::vector<BlockSection>& sections, NodeId norm);
+
+// Per node of `body`, for a matmul: bit i set when its operand i is an rms_norm's result that norm_scaled_after leaves
+// unnormalized: the matmul reads the norm's operand as it is and scales its product in f32, so the normalized
+// operand is never rounded to a 16-bit type for the matrix instruction (the device-precision reference follows).
+std::vector<uint8_t> matmul_operands_scaled_after(const Graph& body);
 
 }  // namespace morgana::ir

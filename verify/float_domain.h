@@ -17,7 +17,8 @@ namespace morgana::verify {
 // kernel-level tensor (a predefined op's result, what a block op saves) rounded to its element type, as a GPU kernel
 // stores it in global memory (f16 overflows to inf past 65504); tiles inside a block op stay in f32, as the lowering
 // computes them, but for a matmul's operands, which a matrix instruction takes in their element type (a normalized
-// Q tile, the exp of the scores: rounded to f16 or bf16 as the lowering stores them for it).
+// Q tile, the exp of the scores: rounded to f16 or bf16 as the lowering stores them for it), except a normalized
+// operand whose norm the lowering applies to the product instead (ir::norm_scaled_after: QK-norm's K), never stored.
 enum class Precision : uint8_t { f64, f32, device };
 
 struct FloatDomain {

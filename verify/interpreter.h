@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ir/diagnostic.h"
+#include "ir/block_rules.h"
 #include "ir/graph.h"
 
 namespace morgana::verify {
@@ -179,10 +180,11 @@ class Interpreter {
     std::vector<Arr> outs;
     for (TensorId t : body.outputs()) outs.push_back(make_array(body.type(t), d_.constant(0)));
     std::vector<bool> epilogue = epilogue_tensors(body);
+    const std::vector<uint8_t> unrounded = ir::matmul_operands_scaled_after(body);
     std::array<int64_t, ir::kGridDims> b{};
     for (b[2] = 0; b[2] < p.grid[2]; ++b[2])
       for (b[1] = 0; b[1] < p.grid[1]; ++b[1])
-        for (b[0] = 0; b[0] < p.grid[0]; ++b[0]) one_block(body, operands, epilogue, b, outs);
+        for (b[0] = 0; b[0] < p.grid[0]; ++b[0]) one_block(body, operands, epilogue, unrounded, b, outs);
     return outs;
   }
 
@@ -198,8 +200,11 @@ class Interpreter {
     return post;
   }
 
+  // `unrounded`: per node, the matmul operands the device-precision reference takes unrounded
+  // (ir::matmul_operands_scaled_after).
   void one_block(const Graph& body, const std::vector<const Arr*>& operands, const std::vector<bool>& epilogue,
-                 const std::array<int64_t, ir::kGridDims>& b, std::vector<Arr>& outs) {
+                 const std::vector<uint8_t>& unrounded, const std::array<int64_t, ir::kGridDims>& b,
+                 std::vector<Arr>& outs) {
     const ir::BlockParams& p = body.block_params();
     std::vector<Arr> vals(body.num_tensors());
     std::vector<Arr> scale(body.num_tensors());  // acc_rescale_sum: running max of its scale operand
@@ -219,7 +224,7 @@ class Interpreter {
           default:
             // Block-level tiles stay in f32 (the lowering computes every tile in f32, targets/lower/lower_block.cpp):
             // no storage rounding inside a block.
-            vals[r] = apply(n, ins, body.type(r));
+            vals[r] = apply(n, ins, body.type(r), unrounded[static_cast<size_t>(&n - body.nodes().data())]);
         }
       }
     }
@@ -233,7 +238,7 @@ class Interpreter {
       if (!epilogue[r] || ir::op_info(n.op).kind == OpKind::Accum) continue;
       std::vector<const Arr*> ins;
       for (TensorId t : body.operands(n)) ins.push_back(&vals[t]);
-      vals[r] = apply(n, ins, body.type(r));
+      vals[r] = apply(n, ins, body.type(r), unrounded[static_cast<size_t>(&n - body.nodes().data())]);
     }
   }
 
@@ -374,7 +379,8 @@ class Interpreter {
     return out;
   }
 
-  Arr apply(const Node& n, const std::vector<const Arr*>& ins, const TensorType& out_type) {
+  // `unrounded`: bit i keeps a matmul's operand i in f32 in device precision (ir::matmul_operands_scaled_after).
+  Arr apply(const Node& n, const std::vector<const Arr*>& ins, const TensorType& out_type, uint8_t unrounded = 0) {
     const ir::OpInfo& info = ir::op_info(n.op);
     const Attrs& a = n.attrs;
     switch (info.kind) {
@@ -389,11 +395,12 @@ class Interpreter {
         if constexpr (requires { d_.rounds_stores(); }) {
           // Device precision: a matrix instruction takes its operands in their element type, so a block's f32
           // tile (a normalized Q, the exp of the scores) is rounded to it first, as the lowering stores it for
-          // the instruction. A kernel-level operand is already rounded: no change.
+          // the instruction. A kernel-level operand is already rounded: no change. A normalized operand whose norm
+          // the lowering applies to the product instead (ir::norm_scaled_after) is never rounded.
           if (d_.rounds_stores()) {
             Arr lhs = *ins[0], rhs = *ins[1];
-            store(lhs);
-            store(rhs);
+            if (!(unrounded & 1u)) store(lhs);
+            if (!(unrounded & 2u)) store(rhs);
             return matmul(lhs, rhs, out_type);
           }
         }

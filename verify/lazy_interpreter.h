@@ -81,6 +81,7 @@ class LazyInterpreter {
       }
       row_offsets_.push_back(std::move(offsets));
       body_rows_.push_back(rows);
+      unrounded_.push_back(ir::matmul_operands_scaled_after(body));
     }
   }
 
@@ -442,11 +443,16 @@ class LazyInterpreter {
         if constexpr (requires { d_.rounds_stores(); }) {
           // Device precision: the operands in their element types, as a matrix instruction takes them (the eager
           // interpreter's rule): A's row whole, B's rows at the columns asked for.
+          // A normalized operand whose norm the lowering applies to the product (ir::norm_scaled_after) stays f32.
           if (d_.rounds_stores()) {
-            V* rounded = alloc(k);
-            for (int64_t kk = 0; kk < k; ++kk) rounded[kk] = d_.stored(arow[kk], ta.dtype);
-            arow = rounded;
-            for (int64_t kk = 0; kk < k; ++kk) b_rows[kk] = store(b_rows[kk], tb, cols);
+            const uint8_t unrounded = unrounded_operands(gr, n);
+            if (!(unrounded & 1u)) {
+              V* rounded = alloc(k);
+              for (int64_t kk = 0; kk < k; ++kk) rounded[kk] = d_.stored(arow[kk], ta.dtype);
+              arow = rounded;
+            }
+            if (!(unrounded & 2u))
+              for (int64_t kk = 0; kk < k; ++kk) b_rows[kk] = store(b_rows[kk], tb, cols);
           }
         }
         V* row = alloc(width);
@@ -619,6 +625,15 @@ class LazyInterpreter {
   std::vector<std::vector<ir::NodeId>> saves_;
   std::unordered_map<uint64_t, Frame> frames_;
   uint64_t next_key_ = 0;  // of the next frame
+  // The matmul operands of node n of graph gr that device precision keeps unrounded (ir::matmul_operands_scaled_after;
+  // none at kernel level, where operands are stored tensors).
+  uint8_t unrounded_operands(const Graph& gr, const Node& n) const {
+    std::span<const Graph> bodies = g_.bodies();
+    if (&gr < bodies.data() || &gr >= bodies.data() + bodies.size()) return 0;
+    return unrounded_[static_cast<size_t>(&gr - bodies.data())][static_cast<size_t>(&n - gr.nodes().data())];
+  }
+
+  std::vector<std::vector<uint8_t>> unrounded_;    // per body, per node: matmul_operands_scaled_after
   std::vector<std::vector<int64_t>> row_offsets_;  // per body, per body tensor
   std::vector<int64_t> body_rows_;                 // per body
   RowMemo<V> memo_;                                // block-level rows
