@@ -26,7 +26,9 @@ using ir::OpCode;
 using ir::OpKind;
 using ir::TensorId;
 
-enum Section : uint8_t { kPrologue, kBody, kEpilogue };
+// The sections of a kernel (ir::BlockSection), as indices of their statement lists.
+constexpr int kBody = static_cast<int>(ir::BlockSection::body);
+constexpr int kEpilogue = static_cast<int>(ir::BlockSection::epilogue);
 
 class BlockLowering {
  public:
@@ -76,12 +78,9 @@ class BlockLowering {
 
   bool looping() const { return g_.block_params().loop > 1; }
 
-  // Which section computes each value (ir::block_sections).
-  void sections() {
-    sections_ = ir::block_sections(g_);
-    sec_.clear();
-    for (ir::BlockSection b : sections_) sec_.push_back(static_cast<Section>(b));
-  }
+  // Which section computes each value (ir::block_sections), as the index of its statement list.
+  void sections() { sections_ = ir::block_sections(g_); }
+  int sec(TensorId t) const { return static_cast<int>(sections_[t]); }
 
   void count_uses() {
     uses_.assign(g_.num_tensors(), 0);
@@ -181,7 +180,7 @@ class BlockLowering {
         s.tensor = site_.operand_tensors.at(n.attrs.index);
         s.origin = tile_origin(n, t, true);
         s.mask = bounds_mask(n, t, full, true);
-        loads_.push_back({std::move(s), sec_[r]});
+        loads_.push_back({std::move(s), sec(r)});
         return;
       }
       case OpKind::Save: {
@@ -226,7 +225,7 @@ class BlockLowering {
           u.a = a;
           u.scalar = scalar;
           u.from = from;
-          stmts[sec_[r]].push_back(std::move(u));
+          stmts[sec(r)].push_back(std::move(u));
         };
         unary(sq, in(0), OpCode::square, 0);
         Stmt red;
@@ -236,7 +235,7 @@ class BlockLowering {
         red.a = sq;
         red.dim = n.attrs.dim;
         red.from = from;
-        stmts[sec_[r]].push_back(std::move(red));
+        stmts[sec(r)].push_back(std::move(red));
         unary(rs, rs, OpCode::mul_scalar, 1.0 / static_cast<double>(t.dim(n.attrs.dim)));
         unary(rs, rs, OpCode::add_scalar, n.attrs.eps);
         unary(rs, rs, OpCode::rsqrt, 0);
@@ -251,7 +250,7 @@ class BlockLowering {
         s.dst = tile_[r];
         s.a = in(0);
         s.b = rs;
-        stmts[sec_[r]].push_back(std::move(s));
+        stmts[sec(r)].push_back(std::move(s));
         return;
       }
       default:
@@ -263,8 +262,11 @@ class BlockLowering {
     ir::DType dtype = ir::DType::f32;
     if (info.kind == OpKind::Concat && k_.tiles[static_cast<size_t>(in(0))].dtype == k_.tiles[static_cast<size_t>(in(1))].dtype)
       dtype = k_.tiles[static_cast<size_t>(in(0))].dtype;
-    tile_[r] = new_tile(fused ? names_[g_.result(*acc)] : names_[r], dtype, g_.type(r).shape(),
-                        fused ? origin(*acc) : from);
+    // A product scaled after (ir::norm_scaled_after) leaves its name to the scaled tile below.
+    auto scale = scale_after_.find(id);
+    const bool scaled = scale != scale_after_.end();
+    tile_[r] = new_tile(fused ? names_[g_.result(*acc)] : names_[r] + (scaled ? "_unscaled" : ""), dtype,
+                        g_.type(r).shape(), fused ? origin(*acc) : from);
     s.dst = tile_[r];
     s.a = in(0);
     switch (info.kind) {
@@ -294,22 +296,18 @@ class BlockLowering {
       default:
         MG_CHECK(false, "lower_block: unexpected op '" + std::string(info.name) + "' in a block graph");
     }
-    stmts[sec_[r]].push_back(std::move(s));
-    if (auto scale = scale_after_.find(id); scale != scale_after_.end()) {
+    stmts[sec(r)].push_back(std::move(s));
+    if (scaled) {
       // matmul(x, y) of an operand left unnormalized (ir::norm_scaled_after): its product times the norm's factors.
-      Tile& product = k_.tiles[static_cast<size_t>(tile_[r])];
-      std::string name = product.name;
-      product.name = fresh(name + "_unscaled");
-      used_.erase(name);
       Stmt m;
       m.kind = StmtKind::Binary;
       m.op = OpCode::mul;
       m.a = tile_[r];
       m.b = scale->second;
       m.from = from;
-      tile_[r] = new_tile(name, ir::DType::f32, g_.type(r).shape(), from);
+      tile_[r] = new_tile(names_[r], ir::DType::f32, g_.type(r).shape(), from);
       m.dst = tile_[r];
-      stmts[sec_[r]].push_back(std::move(m));
+      stmts[sec(r)].push_back(std::move(m));
     }
   }
 
@@ -319,7 +317,6 @@ class BlockLowering {
   std::unordered_set<std::string> used_;
   std::vector<int> tile_;  // block tensor -> tile
   std::vector<ir::BlockSection> sections_;
-  std::vector<Section> sec_;
   std::vector<int> uses_;
   std::vector<ir::NodeId> user_;  // the last node that uses each tensor
   std::vector<Load> loads_;
