@@ -70,9 +70,11 @@ struct BlockRef {
   std::array<int64_t, ir::kGridDims> block;
 };
 
+// Every block of every block op of `g`, the last block op's first: chasing a consumer's blocks reaches its
+// producers' blocks on the way, and a producer's element cannot be chased through its consumer (propagate()).
 std::vector<BlockRef> all_blocks(const ir::Graph& g) {
   std::vector<BlockRef> out;
-  for (ir::NodeId n = 0; n < g.nodes().size(); ++n) {
+  for (ir::NodeId n = g.nodes().size(); n-- > 0;) {
     if (g.node(n).op != ir::OpCode::block) continue;
     const ir::BlockParams& p = g.body(g.node(n)).block_params();
     for (int64_t z = 0; z < p.grid[2]; ++z)
@@ -82,12 +84,34 @@ std::vector<BlockRef> all_blocks(const ir::Graph& g) {
   return out;
 }
 
+// The output that `t` is, if any.
+std::optional<size_t> output_index(const ir::Graph& g, ir::TensorId t) {
+  for (size_t o = 0; o < g.outputs().size(); ++o)
+    if (g.outputs()[o] == t) return o;
+  return std::nullopt;
+}
+
+// A free coordinate of dim `d` of tensor `t`, in [lo, lo + n): random, but where `t` is an output and `d` its last
+// dim, one of the sample's columns in that range if there is one. An element in a sampled column is checked by the
+// interpreters that make the sampled columns alone, which already hold what the sample computed.
+int64_t free_coordinate(const ir::Graph& g, ir::TensorId t, int d, int64_t lo, int64_t n, const Sample& sample,
+                        uint64_t& rng) {
+  auto rnd = [&](size_t k) { return static_cast<size_t>(splitmix64(rng) % static_cast<uint64_t>(k)); };
+  std::optional<size_t> o = output_index(g, t);
+  if (o && d == g.type(t).rank - 1) {
+    const Columns& cols = sample.columns[*o];
+    auto first = std::lower_bound(cols.begin(), cols.end(), lo), last = std::lower_bound(cols.begin(), cols.end(), lo + n);
+    if (first != last) return first[static_cast<std::ptrdiff_t>(rnd(static_cast<size_t>(last - first)))] - lo;
+  }
+  return static_cast<int64_t>(rnd(static_cast<size_t>(n)));
+}
+
 // Follows element `flat` of tensor `t` forward through kernel-level ops to a graph output, choosing free
-// coordinates at random; nullopt if the path enters another block op or reaches no output.
-std::optional<std::pair<size_t, int64_t>> propagate(const ir::Graph& g, ir::TensorId t, int64_t flat, uint64_t& rng) {
+// coordinates with free_coordinate(); nullopt if the path enters another block op or reaches no output.
+std::optional<std::pair<size_t, int64_t>> propagate(const ir::Graph& g, ir::TensorId t, int64_t flat,
+                                                    const Sample& sample, uint64_t& rng) {
   for (int guard = 0; guard < 64; ++guard) {
-    for (size_t o = 0; o < g.outputs().size(); ++o)
-      if (g.outputs()[o] == t) return std::make_pair(o, flat);
+    if (std::optional<size_t> o = output_index(g, t)) return std::make_pair(*o, flat);
     // The first consumer that is not a block op.
     const ir::Node* next = nullptr;
     size_t pos = 0;
@@ -105,7 +129,7 @@ std::optional<std::pair<size_t, int64_t>> propagate(const ir::Graph& g, ir::Tens
     ir::TensorId r = g.result(*next);
     const ir::TensorType& out = g.type(r);
     Index idx = unflatten(in, flat), o{};
-    auto rnd = [&](int64_t n) { return static_cast<int64_t>(splitmix64(rng) % static_cast<uint64_t>(n)); };
+    auto rnd = [&](int j) { return free_coordinate(g, r, j, 0, out.dim(j), sample, rng); };
     const ir::OpInfo& info = ir::op_info(next->op);
     switch (info.kind) {
       case OpKind::Unary:
@@ -116,20 +140,20 @@ std::optional<std::pair<size_t, int64_t>> propagate(const ir::Graph& g, ir::Tens
       case OpKind::Binary:
         for (int j = 0; j < out.rank; ++j) {
           int i = j - (out.rank - in.rank);
-          o[static_cast<size_t>(j)] = (i < 0 || in.dim(i) != out.dim(j)) ? rnd(out.dim(j)) : idx[static_cast<size_t>(i)];
+          o[static_cast<size_t>(j)] = (i < 0 || in.dim(i) != out.dim(j)) ? rnd(j) : idx[static_cast<size_t>(i)];
         }
         break;
       case OpKind::Matmul: {
         for (int j = 0; j < out.rank - 2; ++j) {
           int i = j - (out.rank - in.rank);
-          o[static_cast<size_t>(j)] = (i < 0 || in.dim(i) != out.dim(j)) ? rnd(out.dim(j)) : idx[static_cast<size_t>(i)];
+          o[static_cast<size_t>(j)] = (i < 0 || in.dim(i) != out.dim(j)) ? rnd(j) : idx[static_cast<size_t>(i)];
         }
         auto r2 = static_cast<size_t>(out.rank - 2), r1 = static_cast<size_t>(out.rank - 1);
         if (pos == 0) {
           o[r2] = idx[static_cast<size_t>(in.rank - 2)];
-          o[r1] = rnd(out.dim(out.rank - 1));
+          o[r1] = rnd(out.rank - 1);
         } else {
-          o[r2] = rnd(out.dim(out.rank - 2));
+          o[r2] = rnd(out.rank - 2);
           o[r1] = idx[static_cast<size_t>(in.rank - 1)];
         }
         break;
@@ -151,8 +175,9 @@ std::optional<std::pair<size_t, int64_t>> propagate(const ir::Graph& g, ir::Tens
   return std::nullopt;
 }
 
-// A random element of block `br`'s first saved tile, followed to an output.
-std::optional<std::pair<size_t, int64_t>> propagate_from_block(const ir::Graph& g, const BlockRef& br, uint64_t seed) {
+// A random element of block `br`'s first saved tile (in a sampled column where it can be), followed to an output.
+std::optional<std::pair<size_t, int64_t>> propagate_from_block(const ir::Graph& g, const BlockRef& br, uint64_t seed,
+                                                               const Sample& sample) {
   uint64_t rng = seed ^ (static_cast<uint64_t>(br.node) << 40) ^
                  static_cast<uint64_t>(br.block[0] + 4096 * (br.block[1] + 4096 * br.block[2]));
   const ir::Node& n = g.node(br.node);
@@ -163,16 +188,17 @@ std::optional<std::pair<size_t, int64_t>> propagate_from_block(const ir::Graph& 
     const ir::TensorType& tile = body.type(body.operands(save)[0]);
     ir::TensorId result = g.result(n, 0);
     const ir::TensorType& out = g.type(result);
-    Index idx{};
-    for (int d = 0; d < tile.rank; ++d)
-      idx[static_cast<size_t>(d)] = static_cast<int64_t>(splitmix64(rng) % static_cast<uint64_t>(tile.dim(d)));
+    Index origin{}, idx{};
     for (int gd = 0; gd < ir::kGridDims; ++gd) {
       int8_t d = save.attrs.map[static_cast<size_t>(gd)];
-      if (d != ir::kPhi) idx[static_cast<size_t>(d)] += br.block[static_cast<size_t>(gd)] * tile.dim(d);
+      if (d != ir::kPhi) origin[static_cast<size_t>(d)] = br.block[static_cast<size_t>(gd)] * tile.dim(d);
     }
-    for (int d = 0; d < out.rank; ++d)
-      if (idx[static_cast<size_t>(d)] >= out.dim(d)) idx[static_cast<size_t>(d)] = out.dim(d) - 1;  // ragged edge
-    return propagate(g, result, flatten(out, idx), rng);
+    for (int d = 0; d < tile.rank; ++d) {
+      auto ud = static_cast<size_t>(d);
+      idx[ud] = origin[ud] + free_coordinate(g, result, d, origin[ud], tile.dim(d), sample, rng);
+      if (idx[ud] >= out.dim(d)) idx[ud] = out.dim(d) - 1;  // ragged edge
+    }
+    return propagate(g, result, flatten(out, idx), sample, rng);
   }
   return std::nullopt;
 }
@@ -222,6 +248,10 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
   std::optional<InputRows> input_rows;  // the cheap mode's
   if (!opts.full) input_rows.emplace(ref, input_q);
   Arena arena;  // the cheap mode's rows, its memory reused by every trial
+  // The cheap mode's blocks of the candidate, and which of them some trial has reached.
+  std::vector<BlockRef> blocks = opts.full ? std::vector<BlockRef>{} : all_blocks(cand);
+  std::vector<char> covered(blocks.size());
+  v.blocks_total = static_cast<int64_t>(blocks.size());
   for (int trial = 0; trial < opts.trials; ++trial) {
     // Each trial's randomness (inputs, ω, oracle key) comes from (seed, trial) alone. Inputs are drawn per element
     // from (trial, input, index), so any order of generation gives the same values.
@@ -289,32 +319,36 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
         for (size_t o = 0; o < sample.elements.size(); ++o)
           for (int64_t i : sample.elements[o])
             if (!check(lref, lcand, o, i)) return v;
-        // Blocks the structured sample missed: follow one of their elements forward to an output. Its column is
-        // not among the sampled ones, so these elements get a second pair of interpreters that make whole rows
-        // (and whole input rows from here on).
+        // Blocks that no trial's sample has reached yet: follow one of their elements forward to an output, each
+        // block in one trial (block k in trial k mod trials), so that the trials share the work instead of each
+        // reaching every block again. An element in a sampled column is checked by the interpreters above;
+        // another gets a second pair of interpreters that make whole rows (and whole input rows from here on).
         std::optional<Lazy> whole_ref, whole_cand;
-        v.blocks_total = 0;
-        v.blocks_covered = 0;
-        for (const BlockRef& br : all_blocks(cand)) {
-          ++v.blocks_total;
+        for (size_t k = 0; k < blocks.size(); ++k) {
+          const BlockRef& br = blocks[k];
           auto reached = [&] {
             return lcand.block_evaluated(br.node, br.block) ||
                    (whole_cand && whole_cand->block_evaluated(br.node, br.block));
           };
-          if (reached()) {
-            ++v.blocks_covered;
-            continue;
-          }
-          std::optional<std::pair<size_t, int64_t>> out = propagate_from_block(cand, br, trial_seed);
+          if (covered[k] || (covered[k] = reached())) continue;
+          if (static_cast<int>(k % static_cast<size_t>(opts.trials)) != trial) continue;
+          std::optional<std::pair<size_t, int64_t>> out = propagate_from_block(cand, br, trial_seed, sample);
           if (!out) continue;
-          if (!whole_cand) {
+          const Columns& cols = sample.columns[out->first];
+          const ir::TensorType& out_type = cand.type(cand.outputs()[out->first]);
+          auto col = static_cast<int32_t>(out->second % out_type.dim(out_type.rank - 1));
+          bool sampled_column = std::binary_search(cols.begin(), cols.end(), col);
+          if (!sampled_column && !whole_cand) {
             input_rows->begin(domain, trial_seed, {});
             whole_ref.emplace(domain, ref, input, ref_use, all_columns(ref), &arena);
             whole_cand.emplace(domain, cand, input, cand_use, all_columns(cand), &arena);
           }
-          if (!check(*whole_ref, *whole_cand, out->first, out->second)) return v;
-          if (reached()) ++v.blocks_covered;
+          if (!(sampled_column ? check(lref, lcand, out->first, out->second)
+                               : check(*whole_ref, *whole_cand, out->first, out->second)))
+            return v;
+          covered[k] = reached();
         }
+        v.blocks_covered = std::count(covered.begin(), covered.end(), 1);
       }
     } catch (const FieldDivisionByZero& e) {
       return done(Verdict::Inconclusive, e.what());

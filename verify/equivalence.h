@@ -30,7 +30,7 @@ struct Verdict {
   int trials = 0;
   double seconds = 0;
   int64_t elements_checked = 0;  // output elements compared per trial
-  int64_t blocks_covered = 0, blocks_total = 0;  // cheap mode: blocks of the candidate's block ops reached
+  int64_t blocks_covered = 0, blocks_total = 0;  // cheap mode: blocks of the candidate's block ops some trial reached
 
   bool equivalent() const { return kind == Equivalent; }
   std::string str() const;  // "equivalent (3 trials)" or "NOT equivalent: <evidence>"

@@ -239,15 +239,20 @@ TEST(Equivalence, CheapAndFullModesGiveTheSameVerdicts) {
       {split_kv("reduce_sum"), true}, {split_kv("reduce_max"), false}};
   ir::Graph mm = parse(kMatmul);
   for (auto& [src, want] : cases) {
-    for (bool full : {false, true}) {
-      EquivalenceOptions o;
-      o.full = full;
-      Verdict v = equivalent(ref, parse(src), o);
-      EXPECT_EQ(v.equivalent(), want) << (full ? "full: " : "cheap: ") << v.str();
-      if (!full && want) {
-        EXPECT_EQ(v.blocks_covered, v.blocks_total) << "every block of the candidate is reached";
+    for (bool full : {false, true})
+      for (int trials : {1, 2, 3}) {
+        EquivalenceOptions o;
+        o.full = full;
+        o.trials = trials;
+        Verdict v = equivalent(ref, parse(src), o);
+        EXPECT_EQ(v.equivalent(), want) << (full ? "full: " : "cheap: ") << trials << " trials: " << v.str();
+        if (!full && want) {
+          // The trials share the blocks that their samples miss (each is chased in one trial): together they
+          // reach every block, whatever their number.
+          EXPECT_GT(v.blocks_total, 0);
+          EXPECT_EQ(v.blocks_covered, v.blocks_total) << trials << " trials: every block of the candidate is reached";
+        }
       }
-    }
   }
   for (bool full : {false, true}) {
     EquivalenceOptions o;
