@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "verify/arena.h"
 #include "verify/column_use.h"
@@ -82,6 +83,7 @@ class LazyInterpreter {
       row_offsets_.push_back(std::move(offsets));
       body_rows_.push_back(rows);
       unrounded_.push_back(ir::matmul_operands_scaled_after(body));
+      depends_.push_back(frame_dependence(body));
     }
   }
 
@@ -96,7 +98,7 @@ class LazyInterpreter {
 
   // Whether the epilogue of block `b` of block op `node` has been evaluated (some output of it was needed).
   bool block_evaluated(ir::NodeId node, const std::array<int64_t, ir::kGridDims>& b) const {
-    return frames_.count(frame_key(node, b, -1)) != 0;
+    return evaluated_.count(frame_key(node, b, -1)) != 0;
   }
 
  private:
@@ -117,7 +119,47 @@ class LazyInterpreter {
     uint64_t key;
     const int64_t* row_offset;
     Index* origins;  // per body tensor: for an iterator's tile, its origin in the operand (tile_origin)
+    const uint8_t* depends;  // per body tensor: frame_dependence()
+    // The frame a tensor of each dependence mask is made in (canonical()), found once per frame and mask.
+    std::array<Frame*, 1u << (ir::kGridDims + 1)> canonical{};
   };
+
+  // Which coordinates of a frame each body tensor's value depends on: bit g for grid dim g, bit kGridDims for the
+  // for-loop iteration. An iterator depends on the grid dims its imap maps and on the iteration if it has an fmap;
+  // an accumulator on its operand's grid dims (it folds the iterations); any other op on its operands'.
+  static constexpr uint8_t kIterationBit = 1u << ir::kGridDims;
+  static std::vector<uint8_t> frame_dependence(const Graph& body) {
+    std::vector<uint8_t> dep(body.num_tensors(), 0);
+    for (const Node& n : body.nodes()) {
+      if (n.op == OpCode::save) continue;
+      uint8_t m = 0;
+      if (n.op == OpCode::iter) {
+        for (int g = 0; g < ir::kGridDims; ++g)
+          if (n.attrs.map[static_cast<size_t>(g)] != ir::kPhi) m |= static_cast<uint8_t>(1u << g);
+        if (n.attrs.fmap != ir::kPhi) m |= kIterationBit;
+      } else {
+        for (TensorId o : body.operands(n)) m |= dep[o];
+        if (ir::op_info(n.op).kind == OpKind::Accum) m &= static_cast<uint8_t>(~kIterationBit);
+      }
+      for (uint16_t i = 0; i < n.num_results; ++i) dep[body.result(n, i)] = m;
+    }
+    return dep;
+  }
+
+  // The frame in which a tensor with dependence `mask` is made when `fr` asks for it: the same block and iteration
+  // with the coordinates it does not depend on set to 0 (an iteration only inside the loop; the epilogue stays the
+  // epilogue). Its value there is the same, so the blocks of a query tile's grid dim share the K tiles they all read
+  // instead of each making its own.
+  Frame& canonical(Frame& fr, uint8_t mask) {
+    Frame*& slot = fr.canonical[mask];
+    if (slot) return *slot;
+    Block b = fr.block;
+    for (int g = 0; g < ir::kGridDims; ++g)
+      if (!(mask & (1u << g))) b[static_cast<size_t>(g)] = 0;
+    int64_t iter = fr.iter >= 0 && !(mask & kIterationBit) ? 0 : fr.iter;
+    slot = b == fr.block && iter == fr.iter ? &fr : &frame(fr.node, b, iter);
+    return *slot;
+  }
 
   static int64_t last_dim(const TensorType& t) { return t.dim(t.rank - 1); }
   static int64_t num_rows(const TensorType& t) { return t.numel() / last_dim(t); }
@@ -213,6 +255,7 @@ class LazyInterpreter {
       if (p >= parts || c - p * tile_last >= tile_last) continue;  // beyond the saved tiles
       if (p != part) {
         if (along_last >= 0) b[static_cast<size_t>(along_last)] = p;
+        evaluated_.insert(frame_key(node, b, -1));
         t = brow(frame(node, b, -1), src, tile_row);
         part = p;
       }
@@ -247,7 +290,8 @@ class LazyInterpreter {
             cols_.body[index].data(),
             next_key_,
             row_offsets_[index].data(),
-            alloc<Index>(n)};
+            alloc<Index>(n),
+            depends_[index].data()};
       next_key_ += static_cast<uint64_t>(body_rows_[index]);
       for (const Node& it_node : body.nodes())
         if (it_node.op == OpCode::iter) {
@@ -259,7 +303,8 @@ class LazyInterpreter {
   }
 
   // Row `r` of body tensor `t` in frame `fr`.
-  Row brow(Frame& fr, TensorId t, int64_t r) {
+  Row brow(Frame& in, TensorId t, int64_t r) {
+    Frame& fr = canonical(in, in.depends[t]);
     const ir::Tensor& ten = fr.body->tensor(t);
     const uint64_t key = fr.key + static_cast<uint64_t>(fr.row_offset[t] + r);
     if (Row hit = memo_.find(key)) return hit;
@@ -624,6 +669,7 @@ class LazyInterpreter {
   std::vector<Row*> rows_;  // per kernel-level tensor: its memo table
   std::vector<std::vector<ir::NodeId>> saves_;
   std::unordered_map<uint64_t, Frame> frames_;
+  std::unordered_set<uint64_t> evaluated_;  // frame_key(node, block, -1) of every block whose output was read
   uint64_t next_key_ = 0;  // of the next frame
   // The matmul operands of node n of graph gr that device precision keeps unrounded (ir::matmul_operands_scaled_after;
   // none at kernel level, where operands are stored tensors).
@@ -635,6 +681,7 @@ class LazyInterpreter {
 
   std::vector<std::vector<uint8_t>> unrounded_;    // per body, per node: matmul_operands_scaled_after
   std::vector<std::vector<int64_t>> row_offsets_;  // per body, per body tensor
+  std::vector<std::vector<uint8_t>> depends_;      // per body, per body tensor: frame_dependence()
   std::vector<int64_t> body_rows_;                 // per body
   RowMemo<V> memo_;                                // block-level rows
   ExponentUse use_;
