@@ -1,6 +1,7 @@
 #include "verify/field.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "ir/diagnostic.h"
@@ -239,6 +240,13 @@ uint64_t FieldDomain::pow_q(uint64_t a, uint64_t e) const {
 
 
 FieldValue FieldDomain::constant(double c) const {
+  uint64_t bits = std::bit_cast<uint64_t>(c);
+  ConstantSlot& slot = constants_[(bits ^ bits >> 29 ^ bits >> 52) % constants_.size()];
+  if (!slot.made || slot.bits != bits) slot = {bits, true, make_constant(c)};
+  return slot.value;
+}
+
+FieldValue FieldDomain::make_constant(double c) const {
   if (!std::isfinite(c)) throw UserError("constant " + std::to_string(c) + " has no finite-field value");
   if (c == 0) return {};
   int e;
