@@ -433,6 +433,14 @@ class LazyInterpreter {
     return row;
   }
 
+  // store() of a matmul's B row, made once per row and column set: every row of A reads all of B's rows (a 16-row
+  // A tile would otherwise round its 32 x 64 B tile 16 times, and keep 16 copies).
+  Row stored_operand(Row row, const TensorType& t, const Columns& cols) {
+    auto [it, fresh] = stored_operands_.try_emplace(StoredKey{row, &cols, t.dtype});
+    if (fresh) it->second = store(row, t, cols);
+    return it->second;
+  }
+
   V bin(bool full, FieldSem f, const V& a, const V& b) const { return full ? d_.binary(f, a, b) : d_.binary_p(f, a, b); }
   V un(bool full, OpCode op, const V& x, double s) const { return full ? d_.unary(op, x, s) : d_.unary_p(op, x, s); }
 
@@ -497,7 +505,7 @@ class LazyInterpreter {
               arow = rounded;
             }
             if (!(unrounded & 2u))
-              for (int64_t kk = 0; kk < k; ++kk) b_rows[kk] = store(b_rows[kk], tb, cols);
+              for (int64_t kk = 0; kk < k; ++kk) b_rows[kk] = stored_operand(b_rows[kk], tb, cols);
           }
         }
         V* row = alloc(width);
@@ -662,8 +670,23 @@ class LazyInterpreter {
     }
   };
 
+  struct StoredKey {
+    Row row;
+    const Columns* cols;
+    ir::DType dtype;
+    bool operator==(const StoredKey&) const = default;
+  };
+  struct StoredHash {
+    size_t operator()(const StoredKey& k) const {
+      return static_cast<size_t>(ir::hash_mix(ir::hash_mix(reinterpret_cast<uintptr_t>(k.row),
+                                                           reinterpret_cast<uintptr_t>(k.cols)),
+                                              static_cast<uint64_t>(k.dtype)));
+    }
+  };
+
   D& d_;
   const Graph& g_;
+  std::unordered_map<StoredKey, Row, StoredHash> stored_operands_;  // stored_operand()'s
   InputFn inputs_;
   std::unordered_map<StatsKey, Stats, StatsHash> stats_;
   std::vector<Row*> rows_;  // per kernel-level tensor: its memo table
