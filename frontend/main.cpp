@@ -160,23 +160,25 @@ int cmd_verify(const std::vector<std::string>& args) {
       "cand", po::value<std::string>()->required(), "candidate program (e.g. a μGraph)")(
       "trials", po::value<int>()->default_value(3), "independent random trials")(
       "seed", po::value<uint64_t>()->default_value(1), "seed of all randomness")(
-      "full", po::bool_switch(), "compare every output element (default: a structured sample, every block covered)")(
+      "full", po::bool_switch(), "compare every output element (the default)")(
+      "sampled", po::bool_switch(),
+      "compare a structured sample of output elements only, computed on demand, every block of CAND reached (the "
+      "search's filter: fast, but a candidate wrong only outside the sample passes; the verdict says so)")(
       "float", po::bool_switch(),
       "then run the float check: CAND in device precision against REF in f64 on random and large-magnitude "
-      "inputs, with a dtype tolerance (verify/float_check.h)")(
-      "sampled", po::bool_switch(),
-      "with --float: compare a structured sample of output elements only, computed on demand (the search's float "
-      "check)");
+      "inputs, with a dtype tolerance (verify/float_check.h); with --sampled, at the sampled elements");
   po::positional_options_description pos;
   pos.add("ref", 1).add("cand", 1);
   po::variables_map vm;
-  if (!parse_args(args, "usage: morgana verify REF.mg CAND.mg [--trials N] [--seed S] [--full] [--float [--sampled]]",
-                  opts, pos, vm))
+  if (!parse_args(args, "usage: morgana verify REF.mg CAND.mg [--trials N] [--seed S] [--sampled] [--float]", opts,
+                  pos, vm))
     return kOk;
   verify::EquivalenceOptions eo;
   eo.trials = vm["trials"].as<int>();
   eo.seed = vm["seed"].as<uint64_t>();
-  eo.full = vm["full"].as<bool>();
+  // Sound by default: every output element. The sampled mode is asked for by name.
+  if (vm["full"].as<bool>() && vm["sampled"].as<bool>()) throw UserError("--full and --sampled exclude each other");
+  eo.full = !vm["sampled"].as<bool>();
   if (eo.trials < 1) throw UserError("--trials must be >= 1");
   ir::Module ref = ir::parse_file(vm["ref"].as<std::string>());
   ir::Module cand = ir::parse_file(vm["cand"].as<std::string>());

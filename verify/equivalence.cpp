@@ -208,10 +208,13 @@ std::optional<std::pair<size_t, int64_t>> propagate_from_block(const ir::Graph& 
 std::string Verdict::str() const {
   switch (kind) {
     case Equivalent: {
-      std::string s = "equivalent (" + std::to_string(trials) + " trial" + (trials == 1 ? "" : "s") + ", " +
-                      std::to_string(elements_checked) + " output elements each";
-      if (blocks_total) s += ", " + std::to_string(blocks_covered) + "/" + std::to_string(blocks_total) + " blocks";
-      return s + ")";
+      std::string t = std::to_string(trials) + " trial" + (trials == 1 ? "" : "s") + ", ";
+      if (!sampled) return "equivalent (" + t + std::to_string(elements_checked) + " output elements each)";
+      // A sampled verdict says what it did not compare: it is evidence, not the full check's answer.
+      std::string s = "equivalent on a sample (" + t + std::to_string(elements_checked) + " of " +
+                      std::to_string(elements_total) + " output elements each";
+      if (blocks_total) s += ", " + std::to_string(blocks_covered) + "/" + std::to_string(blocks_total) + " blocks reached";
+      return s + "); the other output elements were not compared (the full check compares them all)";
     }
     case Different: return "NOT equivalent: " + evidence;
     case InterfaceMismatch: return "NOT equivalent (interfaces differ): " + evidence;
@@ -230,6 +233,8 @@ Verdict equivalent(const ir::Graph& ref, const ir::Graph& cand, const Equivalenc
     return v;
   };
   if (std::string m = interface_mismatch(ref, cand); !m.empty()) return done(Verdict::InterfaceMismatch, m);
+  v.sampled = !opts.full;
+  for (ir::TensorId t : ref.outputs()) v.elements_total += ref.type(t).numel();
   std::vector<std::string> names = ir::printed_names(ref);
   auto differs = [&](size_t o, int64_t i, int trial, const FieldDomain& domain, const FieldValue& w,
                      const FieldValue& g) {

@@ -29,7 +29,9 @@ struct Verdict {
   std::string evidence;
   int trials = 0;
   double seconds = 0;
+  bool sampled = false;          // the cheap mode: a sample of the output elements, not all of them
   int64_t elements_checked = 0;  // output elements compared per trial
+  int64_t elements_total = 0;    // output elements of the programs (the full mode compares them all)
   int64_t blocks_covered = 0, blocks_total = 0;  // cheap mode: blocks of the candidate's block ops some trial reached
 
   bool equivalent() const { return kind == Equivalent; }

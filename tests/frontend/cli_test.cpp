@@ -117,6 +117,22 @@ TEST(Cli, VerifyAcceptsAMuGraphOfItsSpecAndExplainsAMismatch) {
   EXPECT_NE(bad.out.find("interfaces differ"), std::string::npos) << bad.out;
 }
 
+// The default verdict is the sound one (every output element); the sampled mode is asked for and says what it
+// left out.
+TEST(Cli, VerifyComparesEveryElementUnlessAskedToSample) {
+  Result full = run("verify examples/gqa_b1.mg examples/mugraphs/gqa_b1_split_kv.mg --trials 1");
+  EXPECT_EQ(full.code, 0) << full.out;
+  EXPECT_NE(full.out.find("equivalent (1 trial, 32768 output elements each)"), std::string::npos) << full.out;
+  Result sampled = run("verify examples/gqa_b1.mg examples/mugraphs/gqa_b1_split_kv.mg --sampled");
+  EXPECT_EQ(sampled.code, 0) << sampled.out;
+  EXPECT_NE(sampled.out.find("equivalent on a sample (3 trials, "), std::string::npos) << sampled.out;
+  EXPECT_NE(sampled.out.find(" of 32768 output elements each, "), std::string::npos) << sampled.out;
+  EXPECT_NE(sampled.out.find("the other output elements were not compared"), std::string::npos) << sampled.out;
+  Result both = run("verify examples/gqa_b1.mg examples/mugraphs/gqa_b1_split_kv.mg --sampled --full");
+  EXPECT_EQ(both.code, 1) << both.out;
+  EXPECT_NE(both.out.find("--full and --sampled exclude each other"), std::string::npos) << both.out;
+}
+
 TEST(Cli, VerifyFloatCheckRunsAfterTheFieldVerdict) {
   Result r = run("verify examples/lora.mg examples/mugraphs/lora_concat.mg --trials 1 --float");
   EXPECT_EQ(r.code, 0) << r.out;
