@@ -352,7 +352,8 @@ int cmd_optimize(const std::vector<std::string>& args) {
       "time-limit", po::value<double>()->default_value(d.time_limit_s),
       ("seconds per target: the enumeration stops at " +
        std::to_string(static_cast<int>(search::kEnumerationShare * 100)) +
-       "% of it, verifying the best candidates takes the rest; a search cut short says so and is not cached")
+       "% of it, verifying the best candidates takes the rest (checks stop before one would end past it, once "
+       "the best has passed them all); a search cut short says so and is not cached")
           .c_str())(
       "threads", po::value<int>()->default_value(d.threads), "search threads (0: one per core); the answer does "
                                                              "not depend on it")(

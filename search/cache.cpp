@@ -134,7 +134,8 @@ std::optional<SearchResult> cache_lookup(const std::string& key) {
 }
 
 void cache_store(const SearchResult& result) {
-  if (result.stats.timed_out) return;  // depends on timing: a later run with more time must search again
+  // Depends on timing: a later run with more time must search (or verify) again.
+  if (result.stats.timed_out || result.stats.unverified_for_time) return;
   std::optional<fs::path> dir = cache_dir();
   if (!dir) return;
   fs::path file = entry_path(*dir, result.key);

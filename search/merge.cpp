@@ -80,12 +80,15 @@ SearchResult merge_results(const std::vector<SearchResult>& shards) {
     s.seconds = std::max(s.seconds, r->stats.seconds);
     s.verify_seconds = std::max(s.verify_seconds, r->stats.verify_seconds);
     s.timed_out = s.timed_out || r->stats.timed_out;
+    s.unverified_for_time += r->stats.unverified_for_time;  // nonzero: some shard's list was cut (below: by how much)
   }
   std::sort(m.top.begin(), m.top.end(), [](const RankedCandidate& a, const RankedCandidate& b) {
     return a.cost_us != b.cost_us ? a.cost_us < b.cost_us : a.hash < b.hash;
   });
   if (m.top.size() > static_cast<size_t>(std::max(0, m.options.top)))
     m.top.resize(static_cast<size_t>(m.options.top));
+  if (m.stats.unverified_for_time)
+    m.stats.unverified_for_time = static_cast<uint64_t>(std::max(0, m.options.top - static_cast<int>(m.top.size())));
   return m;
 }
 

@@ -93,6 +93,11 @@ std::string render_report(const SearchResult& r, bool with_timing) {
   if (r.stats.timed_out)
     out += "warning: the time limit (" + ir::format_number(r.options.time_limit_s) +
            " s) cut the search short: a longer one may find a faster μGraph (this result is not cached)\n";
+  if (r.stats.unverified_for_time)
+    out += "warning: the time limit (" + ir::format_number(r.options.time_limit_s) + " s) came before the checks of " +
+           std::to_string(r.stats.unverified_for_time) + " more candidate" +
+           (r.stats.unverified_for_time == 1 ? "" : "s") +
+           ": the best passed every check, the list below is shorter than --top (this result is not cached)\n";
   if (!r.found()) return out + "no verified μGraph found\n";
   out += "top " + std::to_string(r.top.size()) + " candidate" + (r.top.size() == 1 ? "" : "s") + ":\n";
   out += candidates_table(r.top, where);

@@ -177,6 +177,7 @@ std::string write_result(const SearchResult& r) {
   w.number("stat seconds", s.seconds);
   w.number("stat verify_seconds", s.verify_seconds);
   w.flag("stat timed_out", s.timed_out);
+  w.number("stat unverified_for_time", s.unverified_for_time);
   w.block("spec", r.spec);
   w.number("candidates", static_cast<uint64_t>(r.top.size()));
   for (const RankedCandidate& c : r.top) {
@@ -240,6 +241,7 @@ SearchResult read_result(std::string_view text, std::string_view where, std::str
   s.seconds = in.real("stat seconds");
   s.verify_seconds = in.real("stat verify_seconds");
   s.timed_out = in.flag("stat timed_out");
+  s.unverified_for_time = in.integer<uint64_t>("stat unverified_for_time");
   r.spec = in.block("spec");
   uint64_t n = in.integer<uint64_t>("candidates");
   for (uint64_t i = 0; i < n; ++i) {

@@ -14,7 +14,7 @@ namespace morgana::search {
 
 // The first line of every result file; the number changes whenever the format does.
 inline constexpr std::string_view kResultMagic = "morgana-search-result";
-inline constexpr int kResultFormatVersion = 1;
+inline constexpr int kResultFormatVersion = 2;
 
 std::string write_result(const SearchResult& result);
 

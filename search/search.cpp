@@ -177,7 +177,13 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
   // checks a candidate that an earlier failure in it then excludes, and that verdict goes unused.
   const size_t window = static_cast<size_t>(std::max(1, pool.threads()));
   std::vector<std::optional<verify::Verdict>> cheap_verdict(all.size());
+  // The time limit bounds verification too: once the best candidate has passed every check, a window of cheap checks
+  // starts only if it can end within the limit, judged by the longest window so far (the candidates are mostly the
+  // same structure at other sizes, so their checks cost alike).
+  double longest_window_s = 0;
+  auto window_fits = [&] { return seconds_since(t0) + longest_window_s <= options.time_limit_s; };
   auto check_window = [&](size_t from) {
+    auto window_start = std::chrono::steady_clock::now();
     std::vector<size_t> batch;
     for (size_t i = from; i < all.size() && batch.size() < window; ++i)
       if (!cheap_verdict[i] && !has_failed(all[i])) batch.push_back(i);
@@ -186,12 +192,17 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
       running.push_back(
           std::async(std::launch::async, [&, i] { return verify::equivalent(spec, all[i].graph, cheap); }));
     for (size_t k = 0; k < batch.size(); ++k) cheap_verdict[batch[k]] = running[k].get();
+    longest_window_s = std::max(longest_window_s, seconds_since(window_start));
   };
   for (size_t i = 0; i < all.size(); ++i) {
     const Candidate& c = all[i];
     if (static_cast<int>(result.top.size()) >= options.top) break;
     if (has_failed(c)) continue;
     bool best = result.top.empty();
+    if (!cheap_verdict[i] && !best && !window_fits()) {
+      result.stats.unverified_for_time = static_cast<uint64_t>(options.top) - result.top.size();
+      break;
+    }
     if (!cheap_verdict[i]) check_window(i);
     const verify::Verdict& v = *cheap_verdict[i];
     // The float check before the full exact one: it is cheaper, and what it catches (overflow) is what the

@@ -74,6 +74,14 @@ TEST_F(Cache, ATimedOutResultIsNotStored) {
   EXPECT_FALSE(cache_lookup(r.key));
 }
 
+TEST_F(Cache, AResultWhoseChecksTheTimeLimitCutIsNotStored) {
+  SearchResult r = testing::shard_result(0, 1);
+  r.key = "00000000000000000000000000000003";
+  r.stats.unverified_for_time = 2;
+  cache_store(r);
+  EXPECT_FALSE(fs::exists(entry(r.key)));
+}
+
 TEST_F(Cache, ADamagedEntryIsIgnoredAndRemoved) {
   std::string key = "00000000000000000000000000000002";
   stored(key);

@@ -27,6 +27,17 @@ TEST(ReportGolden, AShardCutShortThatFoundNothing) {
   morgana::testing::expect_golden(kGolden + "report_timed_out.txt", render_report(r, false));
 }
 
+TEST(Report, SaysWhenTheTimeLimitLeftPlacesUnverified) {
+  SearchResult r = testing::shard_result(0, 1);
+  r.options.time_limit_s = 30;
+  r.stats.unverified_for_time = 3;
+  std::string out = render_report(r, false);
+  EXPECT_NE(out.find("warning: the time limit (30 s) came before the checks of 3 more candidates: the best passed "
+                     "every check, the list below is shorter than --top (this result is not cached)\n"),
+            std::string::npos)
+      << out;
+}
+
 TEST(Report, TimingOnlyWhenAskedFor) {
   SearchResult r = testing::shard_result(0, 1);
   std::string with = render_report(r, true), without = render_report(r, false);

@@ -35,6 +35,7 @@ SearchResult awkward() {
   r.top.back().cost = "";
   r.top.back().verification = "";
   r.stats.timed_out = true;
+  r.stats.unverified_for_time = 3;
   r.stats.tasks_done = 3;
   r.stats.seconds = 12.345678;
   r.stats.verify_seconds = 10.5;
@@ -54,7 +55,7 @@ TEST(ResultIo, EveryFieldRoundTrips) {
 
 TEST(ResultIo, StartsWithItsVersionAndIsReadable) {
   std::string text = write_result(shard_result(1, 4));
-  EXPECT_EQ(text.rfind("morgana-search-result 1\nmade-by ", 0), 0u) << text;
+  EXPECT_EQ(text.rfind("morgana-search-result 2\nmade-by ", 0), 0u) << text;
   EXPECT_NE(text.find("\noption shard 1/4\n"), std::string::npos) << text;
   EXPECT_NE(text.find("\nstat pruned abstract 20\n"), std::string::npos) << text;
   EXPECT_NE(text.find("\nspec " + std::to_string(testing::kMatmulSpec.size()) + "\nkernel matmul("),
@@ -91,10 +92,10 @@ TEST(ResultIo, EveryFlippedByteIsRejected) {
 
 TEST(ResultIo, WrongVersionAndBadChecksumSaySo) {
   std::string text = write_result(shard_result(0, 1));
-  std::string v2 = text;
-  v2.replace(0, std::string("morgana-search-result 1").size(), "morgana-search-result 2");
-  EXPECT_EQ(error_of(v2),
-            "bad.result:1:1: error: search result format version is not 1 (written by another "
+  std::string old = text;
+  old.replace(0, std::string("morgana-search-result 2").size(), "morgana-search-result 1");
+  EXPECT_EQ(error_of(old),
+            "bad.result:1:1: error: search result format version is not 2 (written by another "
             "version of morgana; search again)");
   EXPECT_NE(error_of("hello\n").find("not a morgana search result"), std::string::npos);
   std::string sum = text;

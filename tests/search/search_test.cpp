@@ -41,6 +41,21 @@ TEST(Search, FindsRmsNormLinearInOneKernel) {
   EXPECT_GT(r.stats.complete, 0u);
 }
 
+// The time limit bounds verification too: once the best candidate has passed every check, no further check starts
+// past the limit; the result says how many places of the list are empty for that reason.
+TEST(Search, TheTimeLimitBoundsVerificationOnceTheBestIsVerified) {
+  SearchOptions o;
+  o.threads = 1;  // a window of one check at a time
+  o.top = 5;
+  o.time_limit_s = 0.08;  // the enumeration stops at the watcher's first look (50 ms); hundreds of candidates by then
+  SearchResult r = search(spec("rmsnorm_linear_small"), h200(), o);
+  ASSERT_TRUE(r.found());
+  EXPECT_NE(r.top[0].verification.find("full exact"), std::string::npos) << r.top[0].verification;
+  EXPECT_GT(r.stats.unverified_for_time, 0u);
+  EXPECT_EQ(r.top.size() + r.stats.unverified_for_time, 5u);
+  EXPECT_LT(r.stats.seconds, 2.0);
+}
+
 TEST(Search, FindsGatedMlpInOneKernel) {
   SearchResult r = search(spec("gated_mlp_small"), h200(), small());
   ASSERT_TRUE(r.found());
