@@ -347,7 +347,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
       "target file name (repeatable; default: the spec's `for [...]` list, else every NVIDIA target of `morgana "
       "targets`)")(
       "output,o", po::value<std::string>()->required(),
-      "file to write: the best μGraph (several targets: one program per target, marked `for [target]`); with "
+      "file to write: the best μGraph per target, marked `for [targets]` (what `compile` builds for); with "
       "--shard, this shard's result file for `morgana merge`")(
       "time-limit", po::value<double>()->default_value(d.time_limit_s),
       ("seconds per target: the enumeration stops at " +

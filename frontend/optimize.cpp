@@ -114,7 +114,9 @@ std::string best_mugraphs(const std::vector<search::SearchResult>& results) {
     }
     if (!out.empty()) out += "\n";
     out += "# best μGraph found by morgana " MORGANA_VERSION " optimize; estimated " + costs + "\n";
-    if (results.size() > 1) grp.graph.set_for_targets(targets);
+    // Always the targets it was searched for, however many: `morgana compile` of the file then builds for exactly
+    // those (a μGraph sized for an h100's shared memory need not fit an a100's).
+    grp.graph.set_for_targets(targets);
     out += ir::print(grp.graph);
   }
   return out;
