@@ -257,8 +257,10 @@ def recompile(args, out: Path, argv: List[str]) -> int:
 
 
 def _program_text(text: str) -> str:
-    """A μGraph file without its comment lines: what two files must share to be the same program."""
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#")).strip()
+    """A μGraph file without its comment lines and its kernel's `for [targets]` list (optimize writes the targets
+    it searched for; the cached candidates have none): what two files must share to be the same program."""
+    lines = (line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    return re.sub(r"\) for \[[^\]]*\] \{", ") {", "\n".join(lines)).strip()
 
 
 def main(argv=None) -> int:
