@@ -56,6 +56,25 @@ TEST(Search, TheTimeLimitBoundsVerificationOnceTheBestIsVerified) {
   EXPECT_LT(r.stats.seconds, 2.0);
 }
 
+// The spec as written (its ops as predefined kernels) is always a candidate: with a budget too small for any fused
+// form there is still an answer, and it is the spec itself (issue 14: "no verified μGraph found").
+TEST(Search, TheSpecAsWrittenIsAlwaysACandidate) {
+  SearchOptions o = small();
+  o.max_kernel_ops = 1;
+  o.max_block_ops = 1;  // no one-op block graph computes rms_norm and the matmul
+  ir::Graph s = spec("rmsnorm_linear_small");
+  SearchResult r = search(s, h200(), o);
+  EXPECT_EQ(r.stats.complete, 0u);
+  ASSERT_TRUE(r.found());
+  EXPECT_EQ(r.top[0].mugraph, ir::print(s));
+  EXPECT_NE(r.top[0].verification.find("the spec as written"), std::string::npos) << r.top[0].verification;
+  // With the default budget the fused form is cheaper, and the spec is behind it.
+  SearchResult fused = search(s, h200(), small());
+  ASSERT_TRUE(fused.found());
+  EXPECT_NE(fused.top[0].mugraph, ir::print(s));
+  EXPECT_LT(fused.top[0].cost_us, r.top[0].cost_us);
+}
+
 TEST(Search, FindsGatedMlpInOneKernel) {
   SearchResult r = search(spec("gated_mlp_small"), h200(), small());
   ASSERT_TRUE(r.found());
