@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <unordered_set>
 
 #include "ir/diagnostic.h"
 #include "ir/printer.h"
@@ -57,6 +58,21 @@ std::vector<std::pair<int, int>> deepening(int max_kernel, int max_block) {
   for (int x = std::min(6, max_block); x < max_block; x += 2) passes.push_back({1, x});
   for (int k = 1; k <= max_kernel; ++k) passes.push_back({k, max_block});
   return passes;
+}
+
+// Gives `g`'s outputs the names the spec's outputs have (the search's own tensors have none, and printing would call
+// them t6): callers bind outputs by name (bundles, the C API). A name another tensor of `g` already has is left out.
+void name_outputs_like(const ir::Graph& spec, ir::Graph& g) {
+  std::unordered_set<std::string> used;
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t)
+    if (!g.name(t).empty()) used.insert(g.name(t));
+  for (size_t o = 0; o < spec.outputs().size() && o < g.outputs().size(); ++o) {
+    const std::string& want = spec.name(spec.outputs()[o]);
+    ir::TensorId t = g.outputs()[o];
+    if (want.empty() || !g.name(t).empty() || used.count(want)) continue;
+    g.set_name(t, want);
+    used.insert(want);
+  }
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -178,7 +194,9 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
   verify::EquivalenceOptions full{1, options.seed + 1, true};
   auto ranked = [&](const Candidate& c, std::string verification) {
     RankedCandidate r;
-    r.mugraph = ir::print(c.graph);
+    ir::Graph named = c.graph;
+    name_outputs_like(spec, named);
+    r.mugraph = ir::print(named);
     r.hash = c.hash;
     r.cost_us = c.cost_us;
     r.cost = estimate(c.graph, target).str();

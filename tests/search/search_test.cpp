@@ -37,6 +37,9 @@ TEST(Search, FindsRmsNormLinearInOneKernel) {
   const std::string& best = r.top[0].mugraph;
   EXPECT_EQ(count(best, "= block("), 1) << best;
   EXPECT_EQ(count(best, "matmul("), 1) << best;
+  // The spec's output name survives (callers bind outputs by name).
+  EXPECT_NE(best.find("\n  return Y\n"), std::string::npos) << best;
+  EXPECT_NE(best.find("  Y = block(X, W)"), std::string::npos) << best;
   EXPECT_FALSE(r.stats.timed_out);
   EXPECT_GT(r.stats.complete, 0u);
 }
