@@ -112,11 +112,16 @@ std::string render_summary(const SearchResult& r) {
 }
 
 std::string render_progress(const std::string& target, const Progress& p) {
-  return "search " + target + ": " + compact_count(p.states) + " states, " + compact_count(p.pruned) +
-         " pruned, " + compact_count(p.complete) + " complete, " + compact_count(p.verified) +
-         " verified, best " + (p.best_cost_us > 0 ? fixed(p.best_cost_us, 2) + " us" : std::string("-")) +
-         ", tasks " + std::to_string(p.tasks_done) + "/" + std::to_string(p.tasks_total) + ", " +
-         fixed(p.elapsed_s, 1) + " s";
+  std::string best = "best " + (p.best_cost_us > 0 ? fixed(p.best_cost_us, 2) + " us" : std::string("-"));
+  std::string elapsed = fixed(p.elapsed_s, 1) + " s";
+  // Verification is most of many searches' time: say it is happening and how far it got.
+  if (p.verifying)
+    return "search " + target + ": checking candidates, " + compact_count(p.verified) + " verified, " +
+           compact_count(p.rejected) + " rejected, " + best + " (of " + compact_count(p.complete) + " complete), " +
+           elapsed;
+  return "search " + target + ": " + compact_count(p.states) + " states, " + compact_count(p.pruned) + " pruned, " +
+         compact_count(p.complete) + " complete, tasks " + std::to_string(p.tasks_done) + "/" +
+         std::to_string(p.tasks_total) + ", " + elapsed;
 }
 
 }  // namespace morgana::search

@@ -93,7 +93,12 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
 
   std::atomic<bool> stop{false}, finished{false};
   std::atomic<uint64_t> done{0}, total{0}, complete{0};
-  // The time limit and the progress line, from one thread of their own.
+  // What the progress line shows besides: states and pruned prefixes of the finished tasks (a task's counters are
+  // its own until it ends), then the verification's counts.
+  std::atomic<uint64_t> states_done{0}, pruned_done{0}, verified{0}, rejected{0};
+  std::atomic<bool> verifying{false};
+  std::atomic<double> best_cost{0};
+  // The time limit and the progress line, from one thread of their own, until the search returns or throws.
   std::thread watcher([&] {
     double last = 0;
     while (!finished) {
@@ -103,18 +108,28 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
       if (on_progress && el - last >= 0.2) {
         last = el;
         Progress p;
+        p.states = states_done;
+        p.pruned = pruned_done;
         p.complete = complete;
         p.tasks_done = done;
         p.tasks_total = total;
+        p.verifying = verifying;
+        p.verified = verified;
+        p.rejected = rejected;
+        p.best_cost_us = best_cost;
         p.elapsed_s = el;
         on_progress(p);
       }
     }
   });
-  auto stop_watcher = [&] {
-    finished = true;
-    watcher.join();
-  };
+  struct JoinWatcher {
+    std::atomic<bool>& finished;
+    std::thread& watcher;
+    ~JoinWatcher() {
+      finished = true;
+      watcher.join();
+    }
+  } join_watcher{finished, watcher};
 
   // Iterative deepening over the kernel-graph and block-graph sizes: small spaces first, so that what a time
   // limit leaves is the best of a complete smaller space rather than one corner of the largest. The last pass
@@ -126,13 +141,7 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
     SearchOptions pass = options;
     pass.max_kernel_ops = kernel_ops;
     pass.max_block_ops = block_ops;
-    std::unique_ptr<Generator> gen;
-    try {
-      gen = std::make_unique<Generator>(spec, target, pass);
-    } catch (...) {
-      stop_watcher();
-      throw;
-    }
+    auto gen = std::make_unique<Generator>(spec, target, pass);
     std::vector<size_t> tasks;
     for (size_t t = 0; t < gen->num_tasks(); ++t)
       if (static_cast<int>(t % static_cast<size_t>(options.shard.count)) == options.shard.index) tasks.push_back(t);
@@ -147,14 +156,13 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
           complete.fetch_add(1, std::memory_order_relaxed);
           found[i].add(std::move(c));
         }, stop, found[i].bound_ptr());
+        states_done.fetch_add(stats[i].states, std::memory_order_relaxed);
+        uint64_t pruned = 0;
+        for (const auto& [rule, n] : stats[i].pruned) pruned += n;
+        pruned_done.fetch_add(pruned, std::memory_order_relaxed);
         if (!stop) done.fetch_add(1);
       });
-    try {
-      pool.run(std::move(roots), stop);
-    } catch (...) {
-      stop_watcher();
-      throw;
-    }
+    pool.run(std::move(roots), stop);
     for (size_t i = 0; i < tasks.size(); ++i) {
       counts.add(stats[i]);
       for (Candidate& c : found[i].items()) all.push_back(std::move(c));
@@ -162,7 +170,7 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
     if (stop) break;
   }
   result.stats.timed_out = stop.load();
-  stop_watcher();
+  verifying = true;
   result.stats.states = counts.states;
   result.stats.complete = counts.complete;
   result.stats.pruned = std::move(counts.pruned);
@@ -234,6 +242,7 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
     if (has_failed(c)) continue;
     bool best = result.top.empty();
     if (c.hash == spec_hash) {
+      if (result.top.empty()) best_cost = c.cost_us;
       result.top.push_back(ranked(c, "the spec as written: its ops as predefined kernels (the reference itself)"));
       continue;
     }
@@ -257,10 +266,13 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
     if (v.equivalent() && fc.pass && best) f = verify::equivalent(spec, c.graph, full);
     if (!v.equivalent() || !fc.pass || !f.equivalent()) {
       ++result.stats.rejected;
+      ++rejected;
       failed.push_back(c.structure);
       continue;
     }
     ++result.stats.verified;
+    ++verified;
+    if (best) best_cost = c.cost_us;
     char buf[200];
     std::snprintf(buf, sizeof buf, "cheap exact %d trials%s; float check max error %.3g of tolerance",
                   options.trials, best ? ", full exact 1 trial" : "", fc.error);

@@ -82,11 +82,12 @@ struct SearchResult {
 
 // What the progress line shows; `on_progress` is called from one thread at a time, a few times a second.
 struct Progress {
-  uint64_t states = 0;
-  uint64_t pruned = 0;
+  uint64_t states = 0;  // of the finished tasks
+  uint64_t pruned = 0;  // of the finished tasks
   uint64_t complete = 0;
-  uint64_t verified = 0;
   uint64_t tasks_done = 0, tasks_total = 0;
+  bool verifying = false;  // the enumeration has ended; candidates are being checked
+  uint64_t verified = 0, rejected = 0;
   double best_cost_us = 0;  // 0 while nothing is verified
   double elapsed_s = 0;
 };

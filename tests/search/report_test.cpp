@@ -64,11 +64,18 @@ TEST(Report, ProgressLine) {
   p.tasks_total = 40;
   p.best_cost_us = 41.3;
   p.elapsed_s = 12.34;
-  EXPECT_EQ(
-      render_progress("h200", p),
-      "search h200: 1.2M states, 912.3k pruned, 12 complete, 3 verified, best 41.30 us, tasks 17/40, 12.3 s");
-  EXPECT_EQ(render_progress("a100", Progress{}),
-            "search a100: 0 states, 0 pruned, 0 complete, 0 verified, best -, tasks 0/0, 0.0 s");
+  EXPECT_EQ(render_progress("h200", p),
+            "search h200: 1.2M states, 912.3k pruned, 12 complete, tasks 17/40, 12.3 s");
+  EXPECT_EQ(render_progress("a100", Progress{}), "search a100: 0 states, 0 pruned, 0 complete, tasks 0/0, 0.0 s");
+  // After the enumeration the line says the candidates are being checked (most of many searches' time).
+  p.verifying = true;
+  p.rejected = 1;
+  EXPECT_EQ(render_progress("h200", p),
+            "search h200: checking candidates, 3 verified, 1 rejected, best 41.30 us (of 12 complete), 12.3 s");
+  p.verified = 0;
+  p.best_cost_us = 0;
+  EXPECT_EQ(render_progress("h200", p),
+            "search h200: checking candidates, 0 verified, 1 rejected, best - (of 12 complete), 12.3 s");
 }
 
 TEST(Report, CompactCounts) {
