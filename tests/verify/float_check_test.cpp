@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "ir/parser.h"
 #include "verify/float_check.h"
@@ -37,6 +40,56 @@ TEST(SampledFloatCheck, MuGraphExamplesPass) {
         << f.str();
     std::printf("%-50s %8.3f s, worst %.3g of the tolerance\n", mugraph, f.seconds, f.error);
   }
+}
+
+// No false rejections (issue 14 item 3): every example μGraph, and every example spec as its own candidate, passes
+// the sampled float check on every seed tried (the samples and both input sets differ per seed), and the whole
+// check too. Before the tolerance counted the spec's own device error, gqa_b1 failed against itself on every seed:
+// its logits reach ~280 on the large set, where the f16 tensors it stores round in steps of 0.25. The programs with
+// an exp (where the large set matters) get seeds 1..10, the others 1..2, the whole check seed 1 (about 30 s on the
+// 2-core machine); MORGANA_FLOAT_SEEDS=N gives every program N seeds and the whole check 3.
+TEST(FloatCheck, NoExampleIsRejectedOnAnySeed) {
+  const char* env = std::getenv("MORGANA_FLOAT_SEEDS");
+  const uint64_t many = env ? std::strtoull(env, nullptr, 10) : 10, few = env ? many : 2, whole = env ? 3 : 1;
+  struct Case {
+    std::string spec, mugraph;
+    bool exp;
+  };
+  std::vector<Case> cases = {
+      {"examples/attention_decode.mg", "examples/mugraphs/attention_decode_split_kv.mg", true},
+      {"examples/gqa_b1.mg", "examples/mugraphs/gqa_b1_flash.mg", true},
+      {"examples/gqa_b1.mg", "examples/mugraphs/gqa_b1_split_kv.mg", true},
+      {"examples/qknorm_b1.mg", "examples/mugraphs/qknorm_b1_flash.mg", true},
+      {"examples/gated_mlp.mg", "examples/mugraphs/gated_mlp_fused.mg", false},
+      {"examples/lora.mg", "examples/mugraphs/lora_concat.mg", false},
+      {"examples/mugraphs/matmul.mg", "examples/mugraphs/matmul_split_k.mg", false},
+      {"examples/rmsnorm_linear_b1.mg", "examples/mugraphs/rmsnorm_linear_fused.mg", false},
+      {"examples/ntrans.mg", "examples/mugraphs/ntrans_fused.mg", false}};
+  for (const char* spec : {"examples/attention_decode.mg", "examples/gqa_b1.mg", "examples/gqa_b8.mg",
+                           "examples/qknorm_b1.mg", "examples/qknorm_b8.mg"})
+    cases.push_back({spec, spec, true});
+  for (const char* spec : {"examples/gated_mlp.mg", "examples/lora.mg", "examples/ntrans.mg",
+                           "examples/rmsnorm_linear_b1.mg", "examples/rmsnorm_linear_b8.mg"})
+    cases.push_back({spec, spec, false});
+  int rejected = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.mugraph);
+    ir::Graph ref = load(c.spec.c_str()), cand = load(c.mugraph.c_str());
+    for (uint64_t seed = 1; seed <= (c.exp ? many : few); ++seed) {
+      FloatCheck f = float_check(ref, cand, {.seed = seed, .sampled = true});
+      rejected += !f.pass;
+      EXPECT_TRUE(f.pass) << "seed " << seed << ": " << f.str();
+    }
+  }
+  for (const char* mugraph : {"examples/gqa_b1.mg", "examples/mugraphs/gqa_b1_split_kv.mg"}) {
+    SCOPED_TRACE(mugraph);
+    for (uint64_t seed = 1; seed <= whole; ++seed) {
+      FloatCheck f = float_check(load("examples/gqa_b1.mg"), load(mugraph), {.seed = seed});
+      rejected += !f.pass;
+      EXPECT_TRUE(f.pass) << "seed " << seed << " (whole check): " << f.str();
+    }
+  }
+  EXPECT_EQ(rejected, 0);
 }
 
 // A check through a shared FloatReference, after other candidates, is the check of its own.
