@@ -167,7 +167,6 @@ class FieldDomain {
     r = mont_mul(r, omega_pow_[2][(v >> 16) & 255]);
     return mont_mul(r, omega_pow_[3][(v >> 24) & 255]);
   }
-  // One-entry cache of inverse(): a domain is used by one thread at a time.
   // constant()'s recent results, direct-mapped by the double's bits: a norm's 1/n and eps would otherwise cost two
   // modular exponentiations per row or column normalized.
   struct ConstantSlot {
@@ -177,6 +176,7 @@ class FieldDomain {
   };
   mutable std::array<ConstantSlot, 8> constants_{};
   Value make_constant(double c) const;
+  // One-entry cache of inverse(): a domain is used by one thread at a time.
   mutable Value last_inverted_{}, last_inverse_{};
   mutable uint64_t last_inverted_p_ = 0, last_inverse_p_ = 0;
   // dot_rows' accumulators, kept to save an allocation per call.

@@ -51,32 +51,24 @@ TEST(SampledFloatCheck, MuGraphExamplesPass) {
 TEST(FloatCheck, NoExampleIsRejectedOnAnySeed) {
   const char* env = std::getenv("MORGANA_FLOAT_SEEDS");
   const uint64_t many = env ? std::strtoull(env, nullptr, 10) : 10, few = env ? many : 2, whole = env ? 3 : 1;
-  struct Case {
-    std::string spec, mugraph;
-    bool exp;
-  };
-  std::vector<Case> cases = {
-      {"examples/attention_decode.mg", "examples/mugraphs/attention_decode_split_kv.mg", true},
-      {"examples/gqa_b1.mg", "examples/mugraphs/gqa_b1_flash.mg", true},
-      {"examples/gqa_b1.mg", "examples/mugraphs/gqa_b1_split_kv.mg", true},
-      {"examples/qknorm_b1.mg", "examples/mugraphs/qknorm_b1_flash.mg", true},
-      {"examples/gated_mlp.mg", "examples/mugraphs/gated_mlp_fused.mg", false},
-      {"examples/lora.mg", "examples/mugraphs/lora_concat.mg", false},
-      {"examples/mugraphs/matmul.mg", "examples/mugraphs/matmul_split_k.mg", false},
-      {"examples/rmsnorm_linear_b1.mg", "examples/mugraphs/rmsnorm_linear_fused.mg", false},
-      {"examples/ntrans.mg", "examples/mugraphs/ntrans_fused.mg", false}};
-  for (const char* spec : {"examples/attention_decode.mg", "examples/gqa_b1.mg", "examples/gqa_b8.mg",
-                           "examples/qknorm_b1.mg", "examples/qknorm_b8.mg"})
-    cases.push_back({spec, spec, true});
-  for (const char* spec : {"examples/gated_mlp.mg", "examples/lora.mg", "examples/ntrans.mg",
-                           "examples/rmsnorm_linear_b1.mg", "examples/rmsnorm_linear_b8.mg"})
-    cases.push_back({spec, spec, false});
+  // kExamples, two μGraphs more, and every example spec as its own candidate. Whether a program has an exp is what
+  // its first check reports (FloatCheck::large_exp_arg), not a second list.
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const auto& [spec, mugraph] : kExamples) pairs.push_back({spec, mugraph});
+  pairs.push_back({"examples/qknorm_b1.mg", "examples/mugraphs/qknorm_b1_flash.mg"});
+  pairs.push_back({"examples/ntrans.mg", "examples/mugraphs/ntrans_fused.mg"});
+  for (const char* spec : {"examples/attention_decode.mg", "examples/gated_mlp.mg", "examples/gqa_b1.mg",
+                           "examples/gqa_b8.mg", "examples/lora.mg", "examples/ntrans.mg", "examples/qknorm_b1.mg",
+                           "examples/qknorm_b8.mg", "examples/rmsnorm_linear_b1.mg", "examples/rmsnorm_linear_b8.mg"})
+    pairs.push_back({spec, spec});
   int rejected = 0;
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.mugraph);
-    ir::Graph ref = load(c.spec.c_str()), cand = load(c.mugraph.c_str());
-    for (uint64_t seed = 1; seed <= (c.exp ? many : few); ++seed) {
+  for (const auto& [spec, mugraph] : pairs) {
+    SCOPED_TRACE(mugraph);
+    ir::Graph ref = load(spec.c_str()), cand = load(mugraph.c_str());
+    uint64_t seeds = few;
+    for (uint64_t seed = 1; seed <= seeds; ++seed) {
       FloatCheck f = float_check(ref, cand, {.seed = seed, .sampled = true});
+      if (seed == 1 && f.large_exp_arg > 0) seeds = many;
       rejected += !f.pass;
       EXPECT_TRUE(f.pass) << "seed " << seed << ": " << f.str();
     }
