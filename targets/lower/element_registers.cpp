@@ -67,8 +67,9 @@ class ElementTiles {
   bool fits(const Stmt& s, int t) const {
     const Tile& x = tile(t);
     switch (s.kind) {
-      case StmtKind::Load:  // from global memory straight into the runs (a pipelined loop load: each iteration's)
-        return s.dst == t && s.tensor_map < 0 && s.iterations == 1 && (x.stages > 1 || s.ahead == 0);
+      case StmtKind::Load:  // from global memory straight into the runs (a loop's pipelined or preloaded loads:
+                            // loop_load_fits vetted them, and unpipeline makes them one per iteration)
+        return s.dst == t && s.tensor_map < 0 && (x.stages > 1 || (s.iterations == 1 && s.ahead == 0));
       case StmtKind::Accumulate:
         // Each thread folds its runs: the accumulator (and an acc_rescale_sum's running max, one per element) in
         // the layout, the folded tile from registers of its shape or read from shared memory at each element, an
@@ -76,14 +77,14 @@ class ElementTiles {
         if (s.dst == t || s.state == t)
           return in(s.dst) && (s.state < 0 || in(s.state)) && operand_fits(s.a) &&
                  (s.b < 0 || operand_fits(s.b));
-        return in(s.dst) && tile(s.dst).shape == x.shape;
+        return in(s.dst) && reads_in_layout(s.dst, x);
       case StmtKind::Store: return true;
       case StmtKind::Unary:
       case StmtKind::Binary:
         // The result in the layout, its operands from registers of its shape or from shared memory (read at each
         // element, broadcast along their 1-dims; unswizzled). An operand in the layout needs its reader's.
         if (s.dst == t) return operand_fits(s.a) && (s.b < 0 || operand_fits(s.b));
-        return in(s.dst) && tile(s.dst).shape == x.shape;
+        return in(s.dst) && reads_in_layout(s.dst, x);
       case StmtKind::Reduce:  // whole rows into a shared result, each warp's runs inside one row
         return s.a == t && !s.accumulate && reduces_whole_rows(k_, s) && tile(s.dst).space == Space::shared &&
                x.shape.back() % (run_length(x) * t_.execution.warp_size) == 0;
@@ -91,23 +92,33 @@ class ElementTiles {
     }
   }
 
-  // An operand of a statement whose result is in the layout: registers (of the result's shape, which the operand's
+  // An operand of a statement whose result is in the layout: registers (as reads_in_layout says, which the operand's
   // own check asks), or a shared unswizzled tile read at each element (mg::smem).
   bool operand_fits(int o) const { return in(o) || (tile(o).space == Space::shared && !tile(o).swizzled); }
 
-  // Whether tile t, which the loop's asynchronous loads fill in buffers (pipelined or preloaded), could take its
-  // iterations' loads straight into registers: the loop short enough to unroll (the preload's bound) and every
-  // iteration's values, at the loaded type's width, in half a thread's registers together.
+  // Whether a statement whose result `dst` is in the layout can read register tile x where each thread computes:
+  // x of the result's shape (each thread reads its own runs), or x of one element, which every thread holds (a
+  // thread without a run of its own computes on a copy of the last: Elements::computed_run), read broadcast. A
+  // split-KV combine of one row per block folds its row's running sums and maxima so, every thread the same
+  // scalars, instead of one thread through shared memory behind a barrier (H100: gqa_h8_d128_k2048_scaled's
+  // combine 4.2 -> 3.6 us, ncu; bench/notes-fast-kernels-2.md, session 19).
+  bool reads_in_layout(int dst, const Tile& x) const { return tile(dst).shape == x.shape || x.numel() == 1; }
+
+  // Whether tile t, which the loop's loads fill in buffers (pipelined or preloaded: asynchronous copies, or one
+  // synchronous load of every iteration's tile, mg::load_iterations), could take its iterations' loads straight
+  // into registers: the loop short enough to unroll (the preload's bound) and every iteration's values, at the
+  // loaded type's width, in half a thread's registers together.
   bool loop_load_fits(int t) const {
     const Tile& x = tile(t);
     if (k_.loop < 2 || k_.loop > targets::kMaxPreloadIterations) return false;
-    bool async = false;
+    bool loaded = false;
     for (const Stmt* s : order_) {
       if (s->kind != StmtKind::Load || s->dst != t) continue;
-      if (!(s->async || s->batch) || s->iterations != 1 || s->tensor_map >= 0) return false;
-      async = true;
+      const bool copied = (s->async || s->batch) && s->iterations == 1, preloaded = s->iterations == k_.loop;
+      if (!(copied || preloaded) || s->tensor_map >= 0) return false;
+      loaded = true;
     }
-    return async && k_.loop * registers(x) * ir::dtype_bytes(x.dtype) <= 4 * t_.registers.max_regs_per_thread / 2;
+    return loaded && k_.loop * registers(x) * ir::dtype_bytes(x.dtype) <= 4 * t_.registers.max_regs_per_thread / 2;
   }
 
   bool drop_unfit() {
@@ -202,6 +213,7 @@ class ElementTiles {
                                       [&](const Stmt* s) { return s->kind == StmtKind::Load && s->dst == t; });
       Stmt load = **first;
       load.ahead = 0;
+      load.iterations = 1;
       loads.push_back(std::move(load));
       k_.tiles[static_cast<size_t>(t)].stages = 1;
     }

@@ -594,6 +594,41 @@ TEST(Lower, CombineLoopsLoadIntoRegistersAndPreloadNarrowRows) {
   EXPECT_EQ(find_stmt(combine.body, lower::StmtKind::Barrier), nullptr) << lower::print(p);
 }
 
+// A combine of one query row per block: the row's running sum and maximum are tiles of one element, which every
+// thread holds in its registers (a thread without a run of its own computes on a copy of the last) and reads
+// broadcast where it folds its own elements of the partial outputs and divides them: their loads go straight into
+// registers like the partial outputs', nothing is preloaded, and the kernel uses no shared memory and no barrier.
+// The CPU execution matches the float reference in CpuExecutionMatchesTheFloatReference.
+TEST(Lower, OneRowCombinesFoldTheirScalarsInEveryThread) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Graph split = std::move(ir::parse_file("examples/mugraphs/gqa_b1_split_kv_blocks.mg").programs[0]);
+  lower::LoweredProgram p = lower::lower(split, h100);
+  const lower::Kernel& combine = p.kernels.back();
+  ASSERT_EQ(combine.loop, 16) << lower::print(p);
+  EXPECT_TRUE(combine.unroll);
+  EXPECT_EQ(combine.smem_bytes, 0) << lower::print(p);
+  int scalars = 0;
+  for (const lower::Tile& t : combine.tiles) {
+    EXPECT_EQ(t.space, lower::Space::registers) << t.name << "\n" << lower::print(p);
+    EXPECT_TRUE(t.layout.elements);
+    scalars += t.numel() == 1;
+  }
+  EXPECT_EQ(scalars, 4);  // the loaded sum and maximum, the running sum and its running maximum
+  int loads = 0;
+  for (const lower::Stmt& s : combine.body)
+    if (s.kind == lower::StmtKind::Load) {
+      EXPECT_EQ(s.iterations, 1);
+      EXPECT_EQ(s.ahead, 0);
+      ++loads;
+    }
+  EXPECT_EQ(loads, 3) << lower::print(p);
+  EXPECT_EQ(find_stmt(combine.prologue, lower::StmtKind::Load), nullptr) << lower::print(p);
+  for (const auto* list : {&combine.prologue, &combine.body, &combine.epilogue}) {
+    EXPECT_EQ(find_stmt(*list, lower::StmtKind::Barrier), nullptr) << lower::print(p);
+    EXPECT_EQ(find_stmt(*list, lower::StmtKind::AsyncWait), nullptr) << lower::print(p);
+  }
+}
+
 // Accumulators that fold tiles the loop computes (a one-row flash kernel's row sums and P·V, which stay in shared
 // memory) keep their elements in registers, each thread its runs, with a running max per element beside them: no
 // shared accumulator, no barrier before the saves. The CPU execution (race checks included) matches the float

@@ -1653,11 +1653,13 @@ struct Elements {
 };
 
 // Operand x of an elementwise statement on Elements, as the V values of run j at index x: the register tile's own
-// run, or a shared tile read there (broadcast along its 1-dims).
-template <class S, int N, int R>
-__device__ __forceinline__ void run_of(float (&out)[Elements<S, N, R>::V], const Elements<S, N, R>& r, int j, const Idx&) {
+// run (a tile of one element, which every thread holds, broadcast), or a shared tile read there (broadcast along
+// its 1-dims).
+template <int V, class S, int N, int R>
+__device__ __forceinline__ void run_of(float (&out)[V], const Elements<S, N, R>& r, int j, const Idx&) {
+  static_assert(S::size == 1 || V == Elements<S, N, R>::V, "lowering reads registers of the result's shape or of one element");
 #pragma unroll
-  for (int u = 0; u < Elements<S, N, R>::V; ++u) out[u] = r.v[j][u];
+  for (int u = 0; u < V; ++u) out[u] = S::size == 1 ? r.v[0][0] : r.v[j][u];
 }
 template <int V, class SA, class TA>
 __device__ __forceinline__ void run_of(float (&out)[V], const Smem<SA, TA>& a, int, const Idx& x) {
