@@ -77,9 +77,10 @@ int cmd_fmt(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_args(args, "usage: morgana fmt FILE [--check | --in-place]", opts, pos, vm)) return kOk;
   std::string file = vm["file"].as<std::string>();
-  std::string text = ir::print(ir::parse_file(file));
+  const std::string source = read_text_file(file);
+  std::string text = ir::print_with_comments(ir::parse_module(source, file), source);
   if (vm["check"].as<bool>()) {
-    if (read_text_file(file) != text) {
+    if (source != text) {
       std::cerr << file << ": not in canonical form (run `morgana fmt -i " << file << "`)\n";
       return kUserError;
     }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/graph.h"
@@ -10,6 +11,13 @@ namespace morgana::ir {
 
 std::string print(const Module& m);
 std::string print(const Graph& kernel_graph);
+
+// print(m) with the comments of `source`, the text m was parsed from, put back where they were written (`morgana
+// fmt`): a comment on a line of its own goes before the statement, closing brace or kernel that follows it, indented
+// like that line (like the block's statements before a closing brace); a comment after code goes at the end of that
+// statement's printed line, two spaces after it; comments after the last kernel end the text. No comment is lost,
+// and a text printed so prints the same again.
+std::string print_with_comments(const Module& m, std::string_view source);
 
 // Names used when printing `g`: the tensor's own name, or a fresh one ("t7") that collides with nothing.
 std::vector<std::string> printed_names(const Graph& g);

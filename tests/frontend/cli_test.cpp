@@ -65,6 +65,10 @@ TEST(Cli, FmtRoundTripsAnExample) {
   Result a = run("fmt examples/attention_decode.mg");
   ASSERT_EQ(a.code, 0) << a.out;
   EXPECT_NE(a.out.find("kernel attention_decode("), std::string::npos);
+  // Its header comment too: fmt never loses text, and the shipped file is canonical.
+  EXPECT_EQ(a.out.rfind("# ", 0), 0u) << a.out;
+  Result c = run("fmt --check examples/attention_decode.mg");
+  EXPECT_EQ(c.code, 0) << c.out;
 }
 
 TEST(Cli, CheckAndEvalSucceedOnAnExample) {
