@@ -6,6 +6,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "ir/diagnostic.h"
@@ -85,6 +86,7 @@ struct CompileJob {
   std::string arch;  // sm_XY[a] or compute_XY
   bundle::Variant variant;
   double seconds = 0;
+  std::set<std::string> spilled;  // a cubin's kernels that ptxas reports spilling registers (entry symbols)
 };
 
 // Runs fn(i) for i < n on up to `jobs` threads; rethrows the first exception (in index order).
@@ -177,45 +179,8 @@ bundle::Bundle compile_programs(const std::vector<ir::Graph>& programs, const Co
     options.progress(line);
   };
 
-  // Lower and emit every (program, target) where the program is for the target.
-  std::vector<Lowered> lowered;
-  for (size_t p = 0; p < programs.size(); ++p)
-    for (size_t t = 0; t < options.targets.size(); ++t)
-      if (ir::serves_target(programs[p], options.targets[t].identity.name)) lowered.push_back({p, t, {}, {}});
-  std::vector<std::string> texts;  // each program's μGraph text, stored with every copy of it in the bundle
-  for (const ir::Graph& g : programs) texts.push_back(ir::print(g));
-  parallel_for(lowered.size(), jobs, [&](size_t i) {
-    Lowered& l = lowered[i];
-    const ir::Graph& g = programs[l.program];
-    const targets::Target& t = options.targets[l.target];
-    try {
-      lower::LowerOptions lo;
-      lo.spill_to_global = options.spill_to_global;
-      lower::LoweredProgram lp = cuda::lower(g, t, lo);
-      l.manifest = manifest(lp, texts[l.program]);
-      l.source = cuda::emit_cuda(lp, t);
-    } catch (const UserError& e) {
-      throw UserError("program '" + g.name() + "' for target " + t.identity.name + ": " + e.message(), e.loc());
-    }
-  });
-
-  // A cubin per (program, target), and PTX of each program for its lowest CUDA arch.
-  std::vector<CompileJob> work;
-  for (const Lowered& l : lowered) work.push_back({&l, options.targets[l.target].identity.arch, {}, 0});
-  if (options.ptx_fallback) {
-    for (size_t p = 0; p < programs.size(); ++p) {
-      const Lowered* lowest = nullptr;
-      for (const Lowered& l : lowered)
-        if (l.program == p && (!lowest || cuda::cuda_arch_number(options.targets[l.target].identity.arch) <
-                                              cuda::cuda_arch_number(options.targets[lowest->target].identity.arch)))
-          lowest = &l;
-      if (!lowest) continue;  // the program is for none of the targets
-      work.push_back({lowest, "compute_" + std::to_string(cuda::cuda_arch_number(options.targets[lowest->target].identity.arch)),
-                      {}, 0});
-    }
-  }
-  parallel_for(work.size(), jobs, [&](size_t i) {
-    CompileJob& job = work[i];
+  // Compiles one job's source for its arch; a cubin's job also learns which kernels spilled registers.
+  auto compile_job = [&](CompileJob& job) {
     const Lowered& l = *job.lowered;
     const targets::Target& t = options.targets[l.target];
     auto start = std::chrono::steady_clock::now();
@@ -227,6 +192,7 @@ bundle::Bundle compile_programs(const std::vector<ir::Graph>& programs, const Co
     in.headers = headers;
     in.line_origin = l.source.line_origin;
     in.arch = job.arch;
+    in.resource_report = cuda::is_cubin_arch(job.arch);
     cuda::NvrtcOutput out;
     try {
       out = cuda::nvrtc_compile(in);
@@ -239,12 +205,79 @@ bundle::Bundle compile_programs(const std::vector<ir::Graph>& programs, const Co
     job.variant.arch = job.arch;
     job.variant.payload = std::move(out.code);
     job.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string note;
+    if (!job.spilled.empty()) {  // the second compile, with those kernels' short loops rolled
+      for (const std::string& e : job.spilled) note += (note.empty() ? "; again, the short loops of " : ", ") + e;
+      note += " rolled";
+    }
+    job.spilled.clear();
+    for (const cuda::KernelResources& k : cuda::ptxas_resources(out.log))
+      if (k.spill_store_bytes > 0) {
+        job.spilled.insert(k.entry);
+        note += "; " + k.entry + " spills " + std::to_string(k.spill_store_bytes) + " bytes";
+      }
     char line[256];
     std::snprintf(line, sizeof line, "compiled %-24s for %-8s %-10s %7zu bytes  %.2f s",
                   programs[l.program].name().c_str(), t.identity.name.c_str(), job.arch.c_str(),
                   job.variant.payload.size(), job.seconds);
-    progress(line);
-  });
+    progress(line + note);
+  };
+
+  // Lower and emit every (program, target) where the program is for the target.
+  std::vector<Lowered> lowered;
+  for (size_t p = 0; p < programs.size(); ++p)
+    for (size_t t = 0; t < options.targets.size(); ++t)
+      if (ir::serves_target(programs[p], options.targets[t].identity.name)) lowered.push_back({p, t, {}, {}});
+  std::vector<std::string> texts;  // each program's μGraph text, stored with every copy of it in the bundle
+  for (const ir::Graph& g : programs) texts.push_back(ir::print(g));
+  auto lower_and_emit = [&](Lowered& l, const std::set<std::string>& keep_rolled) {
+    const ir::Graph& g = programs[l.program];
+    const targets::Target& t = options.targets[l.target];
+    try {
+      lower::LowerOptions lo;
+      lo.spill_to_global = options.spill_to_global;
+      lo.keep_rolled = keep_rolled;
+      lower::LoweredProgram lp = cuda::lower(g, t, lo);
+      l.manifest = manifest(lp, texts[l.program]);
+      l.source = cuda::emit_cuda(lp, t);
+    } catch (const UserError& e) {
+      throw UserError("program '" + g.name() + "' for target " + t.identity.name + ": " + e.message(), e.loc());
+    }
+  };
+  parallel_for(lowered.size(), jobs, [&](size_t i) { lower_and_emit(lowered[i], {}); });
+
+  // A cubin per (program, target). Where ptxas reports that a kernel spills registers, the program is lowered again
+  // with that kernel's short loop rolled (lower::LowerOptions::keep_rolled) and compiled again if that changed it:
+  // an unrolled loop's registers are not known before ptxas allocates them (H100: gqa_b8's flash kernel of 4
+  // iterations spills 296 bytes unrolled, none rolled).
+  std::vector<CompileJob> work;
+  for (const Lowered& l : lowered) work.push_back({&l, options.targets[l.target].identity.arch, {}, 0});
+  parallel_for(work.size(), jobs, [&](size_t i) { compile_job(work[i]); });
+  std::vector<size_t> again;
+  for (size_t i = 0; i < work.size(); ++i) {
+    if (work[i].spilled.empty()) continue;
+    Lowered& l = lowered[i];
+    const std::string before = l.source.text;
+    lower_and_emit(l, work[i].spilled);
+    if (l.source.text != before) again.push_back(i);
+  }
+  parallel_for(again.size(), jobs, [&](size_t i) { compile_job(work[again[i]]); });
+
+  // PTX of each program for its lowest CUDA arch.
+  const size_t cubins = work.size();
+  if (options.ptx_fallback) {
+    for (size_t p = 0; p < programs.size(); ++p) {
+      const Lowered* lowest = nullptr;
+      for (const Lowered& l : lowered)
+        if (l.program == p && (!lowest || cuda::cuda_arch_number(options.targets[l.target].identity.arch) <
+                                              cuda::cuda_arch_number(options.targets[lowest->target].identity.arch)))
+          lowest = &l;
+      if (!lowest) continue;  // the program is for none of the targets
+      work.push_back({lowest, "compute_" + std::to_string(cuda::cuda_arch_number(options.targets[lowest->target].identity.arch)),
+                      {}, 0});
+    }
+  }
+  parallel_for(work.size() - cubins, jobs, [&](size_t i) { compile_job(work[cubins + i]); });
 
   // Programs: one per (program, distinct manifest), holding the variants of every target that lowered to it.
   bundle::Bundle b;

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -18,6 +19,7 @@ namespace {
 using nvrtcResult = int;
 using nvrtcProgram = struct _nvrtcProgram*;
 constexpr nvrtcResult kSuccess = 0;
+constexpr nvrtcResult kInvalidOption = 5;  // NVRTC_ERROR_INVALID_OPTION
 
 struct Nvrtc {
   void* handle = nullptr;
@@ -133,6 +135,40 @@ std::string annotate_log(const NvrtcInput& in, const std::string& log) {
 
 }  // namespace
 
+std::vector<KernelResources> ptxas_resources(std::string_view log) {
+  // ptxas -v writes, per kernel: "Compiling entry function 'NAME' for 'sm_90a'", then "N bytes stack frame, S bytes
+  // spill stores, L bytes spill loads" and "Used R registers, ...".
+  std::vector<KernelResources> out;
+  auto number_before = [](std::string_view line, std::string_view what) -> int64_t {
+    const size_t at = line.find(what);
+    if (at == std::string_view::npos) return -1;
+    size_t b = at;
+    while (b > 0 && line[b - 1] == ' ') --b;
+    size_t e = b;
+    while (b > 0 && std::isdigit(static_cast<unsigned char>(line[b - 1]))) --b;
+    return b < e ? std::stoll(std::string(line.substr(b, e - b))) : -1;
+  };
+  size_t start = 0;
+  while (start < log.size()) {
+    size_t end = log.find('\n', start);
+    if (end == std::string_view::npos) end = log.size();
+    const std::string_view line = log.substr(start, end - start);
+    start = end + 1;
+    constexpr std::string_view kEntry = "Compiling entry function '";
+    if (size_t at = line.find(kEntry); at != std::string_view::npos) {
+      const size_t name = at + kEntry.size();
+      out.push_back({std::string(line.substr(name, line.find('\'', name) - name))});
+      continue;
+    }
+    if (out.empty()) continue;
+    if (int64_t v = number_before(line, "bytes spill stores"); v >= 0) out.back().spill_store_bytes = v;
+    if (int64_t v = number_before(line, "bytes spill loads"); v >= 0) out.back().spill_load_bytes = v;
+    if (line.find("Used ") != std::string_view::npos)
+      if (int64_t v = number_before(line, "registers"); v >= 0) out.back().registers = static_cast<int>(v);
+  }
+  return out;
+}
+
 bool is_cubin_arch(std::string_view arch) { return number_with_prefix(arch, "sm_") != 0; }
 bool is_ptx_arch(std::string_view arch) { return number_with_prefix(arch, "compute_") != 0; }
 int cuda_arch_number(std::string_view arch) {
@@ -183,9 +219,17 @@ NvrtcOutput nvrtc_compile(const NvrtcInput& in) {
   // sanitizer reports readable; fast-math is off: the CPU reference defines the results.
   std::vector<std::string> opts = {"-arch=" + in.arch, "-std=c++17", "-default-device", "-lineinfo",
                                    "-DMORGANA_NVRTC=1"};
-  std::vector<const char*> opt_ptrs;
-  for (const std::string& o : opts) opt_ptrs.push_back(o.c_str());
-  nvrtcResult compiled = n.CompileProgram(prog, static_cast<int>(opt_ptrs.size()), opt_ptrs.data());
+  if (in.resource_report && cubin) opts.push_back("-Xptxas=-v");
+  auto compile = [&] {
+    std::vector<const char*> opt_ptrs;
+    for (const std::string& o : opts) opt_ptrs.push_back(o.c_str());
+    return n.CompileProgram(prog, static_cast<int>(opt_ptrs.size()), opt_ptrs.data());
+  };
+  nvrtcResult compiled = compile();
+  if (compiled == kInvalidOption && opts.back() == "-Xptxas=-v") {  // an NVRTC without the option: no report
+    opts.pop_back();
+    compiled = compile();
+  }
 
   size_t log_size = 0;
   std::string log;

@@ -25,6 +25,9 @@ struct NvrtcInput {
   // Per line of `source` (index = line - 1): where it came from, e.g. "node 'p' (spec.mg:12:5)"; may be empty.
   std::span<const std::string> line_origin;
   std::string arch;  // "sm_90a" gives a cubin, "compute_80" gives PTX
+  // A cubin's log also carries ptxas's resource report (-Xptxas=-v: registers and spills per kernel), for
+  // ptxas_resources; an NVRTC that does not take the option compiles without it.
+  bool resource_report = false;
 };
 
 struct NvrtcOutput {
@@ -35,6 +38,15 @@ struct NvrtcOutput {
 // Throws morgana::UserError when NVRTC cannot be loaded, rejects the arch, or the source does not compile; the
 // message carries NVRTC's log with each diagnostic followed by the generated line it names and that line's origin.
 NvrtcOutput nvrtc_compile(const NvrtcInput& in);
+
+// One kernel of ptxas's resource report (NvrtcInput::resource_report).
+struct KernelResources {
+  std::string entry;  // the entry function
+  int registers = 0;
+  int64_t spill_store_bytes = 0, spill_load_bytes = 0;
+};
+// The kernels an NVRTC log reports, in its order; none when it holds no report.
+std::vector<KernelResources> ptxas_resources(std::string_view log);
 
 // "13.0", or an empty string with `why` set when NVRTC cannot be loaded.
 std::string nvrtc_version(std::string* why = nullptr);

@@ -217,8 +217,9 @@ struct Kernel {
   int64_t scratch_offset = 0;             // where block 0's scratch slice starts in the workspace; block
                                           // (bx,by,bz) uses the slice ((bz*grid_y + by)*grid_x + bx)
   int64_t loop = 1;                       // trip count of the body
-  bool unroll = false;                    // the loop is unrolled: its loads go straight into registers, and all
-                                          // iterations' loads go out before the first is used (element_registers)
+  bool unroll = false;                    // the loop is unrolled whole: one of at most kMaxUnrolledLoop
+                                          // iterations (lower.h), or one whose loads go straight into registers,
+                                          // all iterations' loads out before the first is used (element_registers)
   std::vector<Tile> tiles;
   std::vector<TensorMapUse> tensor_maps;  // the copy engine's view of the tensors its Loads name (Stmt::tensor_map)
   // Copy-engine loads complete on barriers in shared memory at barrier_offset, one per pipeline buffer, each awaiting

@@ -110,6 +110,7 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
     plan_shared_memory(k, target, options.spill_to_global);  // again: register tiles free shared memory
     insert_barriers(k);
     k.entry = p.name + "_k" + std::to_string(p.kernels.size()) + "_" + names[g.result(n)];
+    if (k.loop >= 2 && k.loop <= kMaxUnrolledLoop && !options.keep_rolled.contains(k.entry)) k.unroll = true;
     p.kernels.push_back(std::move(k));
   }
 

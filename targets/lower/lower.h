@@ -15,6 +15,7 @@
 // then the program's parameters, workspace layout and entry symbols.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,16 @@ struct LowerOptions {
   // The matrix instructions (targets' [[matrix]] `op`) the back end's tile library implements; a matmul runs on
   // one of them when the target has it with lane layouts and the tiles fit its shape, else on the scalar routine.
   std::vector<std::string> matrix_ops;
+  // Loops of at most kMaxUnrolledLoop iterations are unrolled whole (Kernel::unroll), except in the kernels named
+  // here (entry symbols): the compile driver names those whose unrolled code spilled registers, and lowers again.
+  std::set<std::string> keep_rolled;
 };
+
+// The longest loop lowering unrolls whole: the buffer rotation (it % stages), the first iteration's selects and the
+// loop counter fold into constants, and the compiler schedules across iterations (H100: a 4-iteration flash
+// kernel's 2.14 M warp instructions became 1.78 M, 12.96 -> 11.97 us; bench/notes-fast-kernels-2.md, session 19).
+// Longer loops stay rolled: their code grows with the trip count and their gain shrinks.
+inline constexpr int64_t kMaxUnrolledLoop = 4;
 
 // Lowers `g` for `target`. Throws morgana::UserError when the graph is invalid or does not fit the target (tiles
 // beyond shared memory unless spilling is allowed, too many threads), naming the block op and its source position.

@@ -629,6 +629,27 @@ TEST(Lower, OneRowCombinesFoldTheirScalarsInEveryThread) {
   }
 }
 
+// Loops of at most kMaxUnrolledLoop iterations are unrolled whole, except in the kernels LowerOptions::keep_rolled
+// names (the compile driver's answer to a spill); a combine whose loads go into registers stays unrolled whatever
+// its length (element_registers: its per-iteration registers need the unrolled loop).
+TEST(Lower, ShortLoopsAreUnrolledUnlessKeptRolled) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Graph split = std::move(ir::parse_file("examples/mugraphs/gqa_b1_split_kv_blocks.mg").programs[0]);
+  lower::LoweredProgram p = lower::lower(split, h100);
+  ASSERT_EQ(p.kernels.size(), 2u);
+  const lower::Kernel &flash = p.kernels[0], &combine = p.kernels[1];
+  ASSERT_EQ(flash.loop, 4);
+  ASSERT_LE(flash.loop, lower::kMaxUnrolledLoop);
+  EXPECT_TRUE(flash.unroll) << lower::print(p);
+  ASSERT_GT(combine.loop, lower::kMaxUnrolledLoop);
+  EXPECT_TRUE(combine.unroll);
+  lower::LowerOptions rolled;
+  rolled.keep_rolled = {flash.entry, combine.entry};
+  lower::LoweredProgram r = lower::lower(split, h100, rolled);
+  EXPECT_FALSE(r.kernels[0].unroll) << lower::print(r);
+  EXPECT_TRUE(r.kernels[1].unroll);
+}
+
 // Accumulators that fold tiles the loop computes (a one-row flash kernel's row sums and P·V, which stay in shared
 // memory) keep their elements in registers, each thread its runs, with a running max per element beside them: no
 // shared accumulator, no barrier before the saves. The CPU execution (race checks included) matches the float

@@ -140,6 +140,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) cand_k0_M(const mg::f16* __
   mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async_batch>((t_x_buffers + 2 % 4 * 8), p_X, 0, 0, bx, 2 * 8, 0.0f);
   mg::async_wait<3>();
   __syncthreads();
+  #pragma unroll
   for (int it = 0; it < 4; ++it) {
     if ((it + 3) < 4) mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async_batch>((t_x_buffers + (it + 3) % 4 * 8), p_X, 0, 0, bx, (it + 3) * 8, 0.0f);
     mg::async_wait<3>();

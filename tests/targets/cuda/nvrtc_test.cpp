@@ -4,6 +4,7 @@
 // not fit a target compiles with its tiles spilled to global memory. Skipped when NVRTC is not installed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "targets/cuda/codegen.h"
@@ -52,6 +53,53 @@ TEST(Nvrtc, EveryGeneratedProgramCompiles) {
     }
   EXPECT_EQ(archs, (std::set<std::string>{"sm_80", "sm_89", "sm_90a"}));
   EXPECT_GE(compiled, 100);
+}
+
+// ptxas's resource report (NvrtcInput::resource_report) names every kernel of a cubin with its registers, and
+// ptxas_resources reads spills from it; the compile driver rolls the short loops of kernels that spill.
+TEST(Nvrtc, ResourceReportNamesEveryKernel) {
+  constexpr const char* kLog =
+      "ptxas info    : 0 bytes gmem\n"
+      "ptxas info    : Compiling entry function 'p_k0_t3' for 'sm_90a'\n"
+      "ptxas info    : Function properties for p_k0_t3\n"
+      "ptxas         .     136 bytes stack frame, 132 bytes spill stores, 128 bytes spill loads\n"
+      "ptxas info    : Used 255 registers, used 1 barriers, 136 bytes cumulative stack size\n"
+      "ptxas info    : Compiling entry function 'p_k1_t6' for 'sm_90a'\n"
+      "ptxas info    : Function properties for p_k1_t6\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 40 registers, used 0 barriers\n";
+  std::vector<cuda::KernelResources> r = cuda::ptxas_resources(kLog);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].entry, "p_k0_t3");
+  EXPECT_EQ(r[0].registers, 255);
+  EXPECT_EQ(r[0].spill_store_bytes, 132);
+  EXPECT_EQ(r[0].spill_load_bytes, 128);
+  EXPECT_EQ(r[1].entry, "p_k1_t6");
+  EXPECT_EQ(r[1].registers, 40);
+  EXPECT_EQ(r[1].spill_store_bytes, 0);
+  EXPECT_TRUE(cuda::ptxas_resources("").empty());
+
+  std::string why;
+  if (cuda::nvrtc_version(&why).empty()) GTEST_SKIP() << why;
+  const targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Graph g = std::move(ir::parse_file("examples/mugraphs/gqa_b1_split_kv_blocks.mg").programs[0]);
+  lower::LoweredProgram p = cuda::lower(g, h100);
+  lower::GeneratedSource src = cuda::emit_cuda(p, h100);
+  std::vector<cuda::SourceHeader> headers;
+  for (const lower::EmbeddedHeader& h : src.headers) headers.push_back({h.name, h.text});
+  cuda::NvrtcInput in;
+  in.source = src.text;
+  in.headers = headers;
+  in.arch = h100.identity.arch;
+  in.resource_report = true;
+  std::vector<cuda::KernelResources> got = cuda::ptxas_resources(cuda::nvrtc_compile(in).log);
+  ASSERT_EQ(got.size(), p.kernels.size());
+  for (const lower::Kernel& k : p.kernels) {
+    auto it = std::find_if(got.begin(), got.end(), [&](const cuda::KernelResources& x) { return x.entry == k.entry; });
+    ASSERT_NE(it, got.end()) << k.entry;
+    EXPECT_GT(it->registers, 0) << k.entry;
+    EXPECT_EQ(it->spill_store_bytes, 0) << k.entry;
+  }
 }
 
 }  // namespace

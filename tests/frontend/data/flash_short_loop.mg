@@ -1,0 +1,32 @@
+# gqa_b8's searched form (examples/gqa_b8.mg): its flash kernel of 4 iterations spills registers when its loop
+# is unrolled (NVRTC 13, sm_90a: 132 bytes), so `morgana compile` compiles it again with the loop rolled
+# (tests/frontend/cli_test.cpp).
+kernel flash_short_loop(Q: f16[16,256,64], K: f16[16,64,4096], V: f16[16,4096,64]) {
+  t3, t4, t5 = block(Q, K, V) grid=[16,4,8] threads=128 loop=4 {
+    t0 = iter(Q, imap=[0,1,-])
+    t1 = iter(K, imap=[0,-,2], fmap=2)
+    t2 = iter(V, imap=[0,-,1], fmap=1)
+    t3 = matmul(t0, t1)
+    t4 = reduce_max(t3, dim=2)
+    t5 = sub(t3, t4)
+    t6 = exp(t5)
+    t7 = reduce_sum(t6, dim=2)
+    t8 = matmul(t6, t2)
+    t9 = acc_rescale_sum(t7, t4)
+    t10 = acc_rescale_sum(t8, t4)
+    t11 = acc_max(t4)
+    save(t9, omap=[0,1,2])
+    save(t10, omap=[0,1,2])
+    save(t11, omap=[0,1,2])
+  }
+  t6 = block(t3, t4, t5) grid=[8,128,1] threads=128 loop=8 {
+    t0 = iter(t3, imap=[0,1,-], fmap=2)
+    t1 = iter(t4, imap=[0,1,-], fmap=2)
+    t2 = iter(t5, imap=[0,1,-], fmap=2)
+    t3 = acc_rescale_sum(t0, t2)
+    t4 = acc_rescale_sum(t1, t2)
+    t5 = div(t4, t3)
+    save(t5, omap=[0,1,-])
+  }
+  return t6
+}
