@@ -113,22 +113,44 @@ std::vector<targets::Target> named_targets(const po::variables_map& vm, const st
   return out;
 }
 
+// A program as the commands name it: "gqa_b1", or "gqa_b1 for [h100]" when it has a `for` list (optimize's result
+// for several targets holds one program per target, all of one name).
+std::string program_label(const ir::Graph& g) { return g.name() + ir::print_for_targets(g); }
+
+// The programs of `m` (read from `file`) that serve `target` (their `for` list names it, or they have none); an
+// error naming the file and what its programs are for when none does.
+std::vector<const ir::Graph*> programs_for(const ir::Module& m, const std::string& file, const std::string& target) {
+  std::vector<const ir::Graph*> out;
+  std::string held;
+  for (const ir::Graph& g : m.programs) {
+    if (ir::serves_target(g, target)) out.push_back(&g);
+    held += (held.empty() ? "" : ", ") + program_label(g);
+  }
+  if (out.empty()) throw UserError(file + ": no program for target '" + target + "' (it holds " + held + ")");
+  return out;
+}
+
 int cmd_check(const std::vector<std::string>& args) {
   po::options_description opts("check options");
   opts.add_options()("file", po::value<std::string>()->required(), "spec or μGraph file")(
       "target", po::value<std::vector<std::string>>(),
-      "also print the cost model's estimate of each program on this target (repeatable; docs/cost-model.md)")(
+      "also print the cost model's estimate on this target of each program that is for it (repeatable; "
+      "docs/cost-model.md)")(
       "targets-dir", po::value<std::string>(), "folder of target files (default: as `morgana targets`)");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_args(args, "usage: morgana check FILE [--target NAME]...", opts, pos, vm)) return kOk;
-  ir::Module m = ir::parse_file(vm["file"].as<std::string>());
+  const std::string file = vm["file"].as<std::string>();
+  ir::Module m = ir::parse_file(file);
   // Found before anything is printed, so a bad name is the only output.
   std::vector<targets::Target> costed = named_targets(vm, targets_dir(vm));
+  std::vector<std::vector<const ir::Graph*>> costed_programs;
+  for (const targets::Target& t : costed) costed_programs.push_back(programs_for(m, file, t.identity.name));
   std::cout << check_report(m);
-  for (const targets::Target& t : costed)
-    for (const ir::Graph& g : m.programs) std::cout << g.name() << ": " << search::estimate(g, t).str() << "\n";
+  for (size_t i = 0; i < costed.size(); ++i)
+    for (const ir::Graph* g : costed_programs[i])
+      std::cout << program_label(*g) << ": " << search::estimate(*g, costed[i]).str() << "\n";
   std::cout << "ok\n";
   return kOk;
 }
@@ -137,17 +159,25 @@ int cmd_eval(const std::vector<std::string>& args) {
   po::options_description opts("eval options");
   opts.add_options()("file", po::value<std::string>()->required(), "spec or μGraph file")(
       "seed", po::value<uint64_t>()->default_value(1), "seed of the random inputs (uniform in [-1, 1])")(
-      "precision", po::value<std::string>()->default_value("f64"), "accumulate in f64 or f32");
+      "precision", po::value<std::string>()->default_value("f64"), "accumulate in f64 or f32")(
+      "target", po::value<std::string>(), "of a file of several programs, evaluate the one for this target");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
-  if (!parse_args(args, "usage: morgana eval FILE [--seed N] [--precision f64|f32]", opts, pos, vm)) return kOk;
+  if (!parse_args(args, "usage: morgana eval FILE [--seed N] [--precision f64|f32] [--target NAME]", opts, pos, vm))
+    return kOk;
   EvalOptions eo;
   eo.seed = vm["seed"].as<uint64_t>();
   std::string prec = vm["precision"].as<std::string>();
   if (prec != "f64" && prec != "f32") throw UserError("--precision must be f64 or f32, got '" + prec + "'");
   eo.precision = prec == "f32" ? verify::Precision::f32 : verify::Precision::f64;
-  ir::Module m = ir::parse_file(vm["file"].as<std::string>());
+  const std::string file = vm["file"].as<std::string>();
+  ir::Module m = ir::parse_file(file);
+  if (vm.count("target")) {
+    ir::Module picked;
+    for (const ir::Graph* g : programs_for(m, file, vm["target"].as<std::string>())) picked.programs.push_back(*g);
+    m = std::move(picked);
+  }
   auto start = std::chrono::steady_clock::now();
   std::cout << eval_report(m, eo) << std::flush;
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -167,12 +197,16 @@ int cmd_verify(const std::vector<std::string>& args) {
       "search's filter: fast, but a candidate wrong only outside the sample passes; the verdict says so)")(
       "float", po::bool_switch(),
       "then run the float check: CAND in device precision against REF in f64 on random and large-magnitude "
-      "inputs, with a dtype tolerance (verify/float_check.h); with --sampled, at the sampled elements");
+      "inputs, with a dtype tolerance (verify/float_check.h); with --sampled, at the sampled elements")(
+      "target", po::value<std::string>(),
+      "of a CAND of several programs (optimize's result for several targets), check the one for this target; "
+      "without it every program is checked");
   po::positional_options_description pos;
   pos.add("ref", 1).add("cand", 1);
   po::variables_map vm;
-  if (!parse_args(args, "usage: morgana verify REF.mg CAND.mg [--trials N] [--seed S] [--sampled] [--float]", opts,
-                  pos, vm))
+  if (!parse_args(args,
+                  "usage: morgana verify REF.mg CAND.mg [--trials N] [--seed S] [--sampled] [--float] [--target NAME]",
+                  opts, pos, vm))
     return kOk;
   verify::EquivalenceOptions eo;
   eo.trials = vm["trials"].as<int>();
@@ -181,20 +215,32 @@ int cmd_verify(const std::vector<std::string>& args) {
   if (vm["full"].as<bool>() && vm["sampled"].as<bool>()) throw UserError("--full and --sampled exclude each other");
   eo.full = !vm["sampled"].as<bool>();
   if (eo.trials < 1) throw UserError("--trials must be >= 1");
-  ir::Module ref = ir::parse_file(vm["ref"].as<std::string>());
-  ir::Module cand = ir::parse_file(vm["cand"].as<std::string>());
-  if (ref.programs.size() != 1 || cand.programs.size() != 1)
-    throw UserError("verify compares files holding one kernel each");
-  verify::Verdict v = verify::equivalent(ref.programs[0], cand.programs[0], eo);
-  std::printf("%s\n(%.2f s, seed %llu)\n", v.str().c_str(), v.seconds, static_cast<unsigned long long>(eo.seed));
-  bool ok = v.equivalent();
-  if (vm["float"].as<bool>() && v.kind != verify::Verdict::InterfaceMismatch) {
-    verify::FloatCheckOptions fo;
-    fo.seed = eo.seed;
-    fo.sampled = vm["sampled"].as<bool>();
-    verify::FloatCheck fc = verify::float_check(ref.programs[0], cand.programs[0], fo);
-    std::printf("%s\n", fc.str().c_str());
-    ok = ok && fc.pass;
+  const std::string ref_file = vm["ref"].as<std::string>(), cand_file = vm["cand"].as<std::string>();
+  ir::Module ref = ir::parse_file(ref_file);
+  ir::Module cand = ir::parse_file(cand_file);
+  if (ref.programs.size() != 1)
+    throw UserError(ref_file + ": holds " + std::to_string(ref.programs.size()) +
+                    " programs; verify's REF is one spec");
+  std::vector<const ir::Graph*> checked;
+  if (vm.count("target"))
+    checked = programs_for(cand, cand_file, vm["target"].as<std::string>());
+  else
+    for (const ir::Graph& g : cand.programs) checked.push_back(&g);
+  // Several programs (one per target, as optimize writes them): each is checked and its verdicts say which.
+  bool ok = true;
+  for (const ir::Graph* g : checked) {
+    if (checked.size() > 1) std::printf("%s:\n", program_label(*g).c_str());
+    verify::Verdict v = verify::equivalent(ref.programs[0], *g, eo);
+    std::printf("%s\n(%.2f s, seed %llu)\n", v.str().c_str(), v.seconds, static_cast<unsigned long long>(eo.seed));
+    ok = ok && v.equivalent();
+    if (vm["float"].as<bool>() && v.kind != verify::Verdict::InterfaceMismatch) {
+      verify::FloatCheckOptions fo;
+      fo.seed = eo.seed;
+      fo.sampled = vm["sampled"].as<bool>();
+      verify::FloatCheck fc = verify::float_check(ref.programs[0], *g, fo);
+      std::printf("%s\n", fc.str().c_str());
+      ok = ok && fc.pass;
+    }
   }
   return ok ? kOk : kUserError;
 }

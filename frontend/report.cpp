@@ -63,7 +63,7 @@ std::string eval_report(const ir::Module& m, const EvalOptions& opts) {
   for (const ir::Graph& g : m.programs) {
     std::vector<verify::FloatArray> inputs = verify::random_inputs(g, opts.seed);
     std::vector<verify::FloatArray> outputs = verify::eval_float(g, inputs, opts.precision);
-    out += "kernel " + g.name() + " (seed " + std::to_string(opts.seed) + ", " +
+    out += "kernel " + g.name() + ir::print_for_targets(g) + " (seed " + std::to_string(opts.seed) + ", " +
            (opts.precision == verify::Precision::f64 ? "f64" : "f32") + " accumulation)\n";
     std::vector<std::string> names = ir::printed_names(g);
     for (size_t i = 0; i < outputs.size(); ++i) {

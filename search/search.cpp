@@ -207,7 +207,7 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
     r.mugraph = ir::print(named);
     r.hash = c.hash;
     r.cost_us = c.cost_us;
-    r.cost = estimate(c.graph, target).str();
+    r.cost = estimate(named, target).str();  // its breakdown names kernels as the printed μGraph does
     r.verification = std::move(verification);
     return r;
   };

@@ -208,6 +208,61 @@ TEST(Cli, CompileRollsTheShortLoopsOfKernelsThatSpill) {
   std::remove(out.c_str());
 }
 
+// optimize for two targets writes one program per target; verify checks each (labelled with its `for` list) or the
+// one --target names, check costs on a target only the programs for it, eval evaluates the one --target names; a
+// target no program is for, or a REF of several programs, is an error naming the file (issue: "verify compares
+// files holding one kernel each", check costing both programs on h200 under one label).
+TEST(Cli, VerifyCheckAndEvalPickTheProgramForATarget) {
+  std::string best = scratch("lora_two.mg");
+  Result o = run("optimize examples/lora.mg --target h100 --target a100 --no-cache -q -o " + best);
+  ASSERT_EQ(o.code, 0) << o.out;
+  Result all = run("verify examples/lora.mg " + best + " --trials 1");
+  EXPECT_EQ(all.code, 0) << all.out;
+  EXPECT_NE(all.out.find("lora for [h100]:\nequivalent"), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("lora for [a100]:\nequivalent"), std::string::npos) << all.out;
+  Result one = run("verify examples/lora.mg " + best + " --trials 1 --target a100");
+  EXPECT_EQ(one.code, 0) << one.out;
+  EXPECT_EQ(one.out.find(" for ["), std::string::npos) << one.out;
+  EXPECT_EQ(one.out.rfind("equivalent", 0), 0u) << one.out;
+  Result none = run("verify examples/lora.mg " + best + " --target h200");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.out.find(best + ": no program for target 'h200' (it holds lora for [h100], lora for [a100])"),
+            std::string::npos)
+      << none.out;
+  Result two_refs = run("verify " + best + " examples/lora.mg");
+  EXPECT_EQ(two_refs.code, 1);
+  EXPECT_NE(two_refs.out.find(best + ": holds 2 programs; verify's REF is one spec"), std::string::npos)
+      << two_refs.out;
+  Result check = run("check " + best + " --target h100");
+  EXPECT_EQ(check.code, 0) << check.out;
+  EXPECT_NE(check.out.find("lora for [h100]: cost on h100"), std::string::npos) << check.out;
+  EXPECT_EQ(check.out.find("lora for [a100]: cost"), std::string::npos) << check.out;
+  Result eval = run("eval " + best + " --target a100");
+  EXPECT_EQ(eval.code, 0) << eval.out;
+  EXPECT_NE(eval.out.find("kernel lora for [a100] (seed 1"), std::string::npos) << eval.out;
+  EXPECT_EQ(eval.out.find("for [h100]"), std::string::npos) << eval.out;
+  std::remove(best.c_str());
+}
+
+// The report's cost breakdown names each kernel by its results as the printed μGraph names them (issue: "#0 block ->
+// :" with the names left empty for a searched candidate's tensors).
+TEST(Cli, OptimizeReportNamesKernelsLikeItsMuGraph) {
+  const std::string best_file = scratch("gqa_b1_best.mg");
+  Result o = run("optimize examples/gqa_b1.mg --target h100 --no-cache -o " + best_file);
+  std::remove(best_file.c_str());
+  ASSERT_EQ(o.code, 0) << o.out;
+  const size_t best = o.out.find("best μGraph");
+  ASSERT_NE(best, std::string::npos) << o.out;
+  const std::string report = o.out.substr(best);
+  EXPECT_NE(report.find("#1 block -> O: "), std::string::npos) << report;
+  const size_t first = report.find("#0 block -> ");
+  ASSERT_NE(first, std::string::npos) << report;
+  const std::string names = report.substr(first + 12, report.find(':', first) - first - 12);
+  EXPECT_FALSE(names.empty()) << report;
+  EXPECT_NE(report.find("\n  " + names + " = block("), std::string::npos)
+      << "'" << names << "' are not the results of a block op of the printed μGraph\n" << report;
+}
+
 TEST(Cli, EmitCudaPrintsReadableSource) {
   Result c = run("compile tests/gpu/specs/ragged_matmul.mg --target h200 --emit cuda");
   ASSERT_EQ(c.code, 0) << c.out;
