@@ -1,20 +1,18 @@
 #include "frontend/files.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "ir/diagnostic.h"
+#include "ir/parser.h"
 
 namespace morgana::frontend {
 
-std::string read_text_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError("cannot open file", {path.string(), 0, 0});
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw UserError("cannot read file", {path.string(), 0, 0});
-  return ss.str();
-}
+std::string read_text_file(const std::filesystem::path& path) { return ir::read_source(path); }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view text) {
   std::filesystem::path tmp = path;
@@ -23,7 +21,12 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view t
     std::ofstream out(tmp, std::ios::binary);
     out << text;
     out.close();
-    if (!out) throw UserError("cannot write " + tmp.string());
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+      check_writable(path);  // says why, where it can tell
+      throw UserError("cannot write " + path.string());
+    }
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
@@ -32,6 +35,19 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view t
     std::filesystem::remove(tmp, ec);
     throw UserError("cannot write " + path.string() + ": " + why);
   }
+}
+
+void check_writable(const std::filesystem::path& path) {
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec))
+    throw UserError("cannot write " + path.string() + ": the folder " + dir.string() + " does not exist");
+  if (!std::filesystem::is_directory(dir, ec))
+    throw UserError("cannot write " + path.string() + ": " + dir.string() + " is not a folder");
+  if (std::filesystem::is_directory(path, ec))
+    throw UserError("cannot write " + path.string() + ": it is a folder");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw UserError("cannot write " + path.string() + ": " + std::strerror(errno));
 }
 
 }  // namespace morgana::frontend

@@ -15,4 +15,8 @@ std::string read_text_file(const std::filesystem::path& path);
 // Throws UserError naming the file when it cannot be written.
 void write_file_atomically(const std::filesystem::path& path, std::string_view text);
 
+// Throws UserError naming `path` when it could not be written (its folder is missing, not a folder, or not
+// writable): checked before a command's work, so that a mistyped -o does not fail only after a search or compile.
+void check_writable(const std::filesystem::path& path);
+
 }  // namespace morgana::frontend

@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -54,7 +56,8 @@ const char* const kUsage =
     "\n"
     "`morgana <command> --help` describes a command's options.\n";
 
-// Parses a subcommand's arguments; returns false (after printing help) when --help was given.
+// Parses a subcommand's arguments; returns false (after printing help) when --help was given. A missing positional
+// argument is named as the usage line names it (FILE), not as the option Boost keeps it under (--file).
 bool parse_args(const std::vector<std::string>& args, const std::string& usage, po::options_description& opts,
                 const po::positional_options_description& pos, po::variables_map& vm) {
   opts.add_options()("help,h", "show this help");
@@ -63,8 +66,34 @@ bool parse_args(const std::vector<std::string>& args, const std::string& usage, 
     std::cout << usage << "\n" << opts;
     return false;
   }
-  po::notify(vm);
+  try {
+    po::notify(vm);
+  } catch (const po::required_option& e) {
+    std::string name = e.get_option_name();
+    if (name.rfind("--", 0) == 0) name = name.substr(2);
+    for (unsigned i = 0; i < pos.max_total_count() && i < 8; ++i)
+      if (pos.name_for_position(i) == name) {
+        std::string upper;
+        for (char c : name) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        throw UserError("missing " + upper + " (" + usage + ")");
+      }
+    throw;
+  }
   return true;
+}
+
+// A seed or count that must not be negative: Boost reads "-1" into a uint64_t as 2^64 - 1.
+struct Unsigned64 {
+  uint64_t value = 0;
+};
+std::ostream& operator<<(std::ostream& o, const Unsigned64& u) { return o << u.value; }
+void validate(boost::any& v, const std::vector<std::string>& values, Unsigned64*, int) {
+  po::validators::check_first_occurrence(v);
+  const std::string& s = po::validators::get_single_string(values);
+  uint64_t x = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) throw po::invalid_option_value(s);
+  v = Unsigned64{x};
 }
 
 int cmd_fmt(const std::vector<std::string>& args) {
@@ -133,7 +162,7 @@ std::vector<const ir::Graph*> programs_for(const ir::Module& m, const std::strin
 int cmd_check(const std::vector<std::string>& args) {
   po::options_description opts("check options");
   opts.add_options()("file", po::value<std::string>()->required(), "spec or μGraph file")(
-      "target", po::value<std::vector<std::string>>(),
+      "target,t", po::value<std::vector<std::string>>(),
       "also print the cost model's estimate on this target of each program that is for it (repeatable; "
       "docs/cost-model.md)")(
       "targets-dir", po::value<std::string>(), "folder of target files (default: as `morgana targets`)");
@@ -158,7 +187,7 @@ int cmd_check(const std::vector<std::string>& args) {
 int cmd_eval(const std::vector<std::string>& args) {
   po::options_description opts("eval options");
   opts.add_options()("file", po::value<std::string>()->required(), "spec or μGraph file")(
-      "seed", po::value<uint64_t>()->default_value(1), "seed of the random inputs (uniform in [-1, 1])")(
+      "seed", po::value<Unsigned64>()->default_value(Unsigned64{1}), "seed of the random inputs (uniform in [-1, 1])")(
       "precision", po::value<std::string>()->default_value("f64"), "accumulate in f64 or f32")(
       "target", po::value<std::string>(), "of a file of several programs, evaluate the one for this target");
   po::positional_options_description pos;
@@ -167,7 +196,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   if (!parse_args(args, "usage: morgana eval FILE [--seed N] [--precision f64|f32] [--target NAME]", opts, pos, vm))
     return kOk;
   EvalOptions eo;
-  eo.seed = vm["seed"].as<uint64_t>();
+  eo.seed = vm["seed"].as<Unsigned64>().value;
   std::string prec = vm["precision"].as<std::string>();
   if (prec != "f64" && prec != "f32") throw UserError("--precision must be f64 or f32, got '" + prec + "'");
   eo.precision = prec == "f32" ? verify::Precision::f32 : verify::Precision::f64;
@@ -190,7 +219,7 @@ int cmd_verify(const std::vector<std::string>& args) {
   opts.add_options()("ref", po::value<std::string>()->required(), "reference program (the spec)")(
       "cand", po::value<std::string>()->required(), "candidate program (e.g. a μGraph)")(
       "trials", po::value<int>()->default_value(3), "independent random trials")(
-      "seed", po::value<uint64_t>()->default_value(1), "seed of all randomness")(
+      "seed", po::value<Unsigned64>()->default_value(Unsigned64{1}), "seed of all randomness")(
       "full", po::bool_switch(), "compare every output element (the default)")(
       "sampled", po::bool_switch(),
       "compare a structured sample of output elements only, computed on demand, every block of CAND reached (the "
@@ -210,7 +239,7 @@ int cmd_verify(const std::vector<std::string>& args) {
     return kOk;
   verify::EquivalenceOptions eo;
   eo.trials = vm["trials"].as<int>();
-  eo.seed = vm["seed"].as<uint64_t>();
+  eo.seed = vm["seed"].as<Unsigned64>().value;
   // Sound by default: every output element. The sampled mode is asked for by name.
   if (vm["full"].as<bool>() && vm["sampled"].as<bool>()) throw UserError("--full and --sampled exclude each other");
   eo.full = !vm["sampled"].as<bool>();
@@ -350,6 +379,9 @@ int cmd_compile(const std::vector<std::string>& args) {
   std::string file = vm["file"].as<std::string>();
   std::filesystem::path dir = targets_dir(vm);
   ir::Module m = ir::parse_file(file);
+  const std::string out = vm.count("output") ? vm["output"].as<std::string>()
+                                             : std::filesystem::path(file).replace_extension(".mgb").string();
+  if (!vm.count("emit")) check_writable(out);
   CompileOptions co;
   co.targets = vm.count("target") ? named_targets(vm, dir) : default_targets(m.programs, dir);
   if (vm.count("emit")) {
@@ -365,8 +397,6 @@ int cmd_compile(const std::vector<std::string>& args) {
   if (!vm["quiet"].as<bool>()) co.progress = [](const std::string& l) { std::cerr << l << "\n"; };
   auto start = std::chrono::steady_clock::now();
   bundle::Bundle b = compile_programs(m.programs, co);
-  std::string out = vm.count("output") ? vm["output"].as<std::string>()
-                                       : std::filesystem::path(file).replace_extension(".mgb").string();
   if (bundle::Status st = bundle::write_bundle_file(out, b); !st.ok()) throw UserError(st.error);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cerr << "wrote " << out << ": " << b.programs.size() << " program(s), " << b.variants.size()
@@ -408,7 +438,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
       "max-block-ops", po::value<int>()->default_value(d.max_block_ops), "ops of one block graph")(
       "top", po::value<int>()->default_value(d.top), "verified candidates to keep and report")(
       "trials", po::value<int>()->default_value(d.trials), "finite-field trials per equivalence check")(
-      "seed", po::value<uint64_t>()->default_value(d.seed), "seed of the verification")(
+      "seed", po::value<Unsigned64>()->default_value(Unsigned64{d.seed}), "seed of the verification")(
       "shard", po::value<std::string>(),
       "search only shard i of n (e.g. 0/4) for one --target, and write its result file to -o; `morgana merge` "
       "combines the n files")(
@@ -446,7 +476,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
   so.max_block_ops = at_least("max-block-ops", 1);
   so.top = at_least("top", 1);
   so.trials = at_least("trials", 1);
-  so.seed = vm["seed"].as<uint64_t>();
+  so.seed = vm["seed"].as<Unsigned64>().value;
   so.abstract_pruning = !vm["no-abstract-pruning"].as<bool>();
   if (vm.count("shard")) so.shard = parse_shard(vm["shard"].as<std::string>());
   oo.use_cache = !vm["no-cache"].as<bool>();
@@ -475,6 +505,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
     throw UserError("--shard searches a part of one target's search: give exactly one --target (one job array per "
                     "target), not " + std::to_string(targets.size()));
 
+  check_writable(vm["output"].as<std::string>());
   std::vector<search::SearchResult> results;
   for (const targets::Target& t : targets) {
     Optimized o = optimize_for(m.programs[0], t, oo);
@@ -513,6 +544,7 @@ int cmd_merge(const std::vector<std::string>& args) {
                   "  e.g. morgana merge gqa.h200.*.result -o gqa_best.mg --report",
                   opts, pos, vm))
     return kOk;
+  check_writable(vm["output"].as<std::string>());
   std::vector<search::SearchResult> results = merge_shard_files(vm["files"].as<std::vector<std::string>>());
   for (size_t i = 0; i < results.size(); ++i) {
     const search::SearchResult& r = results[i];
@@ -561,7 +593,7 @@ int cmd_run(const std::vector<std::string>& args) {
       "program", po::value<std::string>(), "program name (default: the bundle's only one)")(
       "device", po::value<int>()->default_value(0), "CUDA device ordinal")(
       "random-inputs", po::bool_switch(), "seeded random inputs in [-1, 1] (the default, and for now the only source)")(
-      "seed", po::value<uint64_t>()->default_value(1), "input seed")(
+      "seed", po::value<Unsigned64>()->default_value(Unsigned64{1}), "input seed")(
       "check", po::bool_switch(), "compare every output with the CPU reference (exit 1 on a mismatch)")(
       "iterations", po::value<int>()->default_value(50), "timed launches, median reported (0: no timing)");
   po::positional_options_description pos;
@@ -574,7 +606,7 @@ int cmd_run(const std::vector<std::string>& args) {
   ro.bundle_path = vm["file"].as<std::string>();
   if (vm.count("program")) ro.program = vm["program"].as<std::string>();
   ro.device = vm["device"].as<int>();
-  ro.seed = vm["seed"].as<uint64_t>();
+  ro.seed = vm["seed"].as<Unsigned64>().value;
   ro.check = vm["check"].as<bool>();
   ro.iterations = vm["iterations"].as<int>();
   RunResult r = run_bundle(ro);

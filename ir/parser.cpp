@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -582,12 +584,22 @@ Module parse_module(std::string_view src, const std::string& file) {
   return Parser(lex(src, file), file).module();
 }
 
-Module parse_file(const std::filesystem::path& path) {
+std::string read_source(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw UserError("cannot read: it is a folder", {path.string(), 0, 0});
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError("cannot open file", {path.string(), 0, 0});
+  if (!in) {
+    const bool missing = !std::filesystem::exists(path, ec);
+    throw UserError(std::string("cannot open file: ") + (missing ? "no such file" : std::strerror(errno ? errno : EIO)),
+                    {path.string(), 0, 0});
+  }
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_module(ss.str(), path.string());
+  if (in.bad()) throw UserError("cannot read file", {path.string(), 0, 0});
+  return ss.str();
 }
+
+Module parse_file(const std::filesystem::path& path) { return parse_module(read_source(path), path.string()); }
 
 }  // namespace morgana::ir

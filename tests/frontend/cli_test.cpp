@@ -263,6 +263,42 @@ TEST(Cli, OptimizeReportNamesKernelsLikeItsMuGraph) {
       << "'" << names << "' are not the results of a block op of the printed μGraph\n" << report;
 }
 
+// Small things a user meets first (issue 19 item 8): a missing positional argument is named as the usage line names
+// it, not as Boost's --file; a negative seed is refused instead of wrapping to 2^64 - 1; a file that cannot be read
+// says why; an output into a missing folder fails before the search or the compile, not after; check takes -t.
+TEST(Cli, ArgumentsAndFilesGetPlainErrors) {
+  Result no_file = run("fmt");
+  EXPECT_EQ(no_file.code, 1);
+  EXPECT_NE(no_file.out.find("missing FILE (usage: morgana fmt FILE"), std::string::npos) << no_file.out;
+  Result no_cand = run("verify examples/lora.mg");
+  EXPECT_EQ(no_cand.code, 1);
+  EXPECT_NE(no_cand.out.find("missing CAND (usage: morgana verify REF.mg CAND.mg"), std::string::npos) << no_cand.out;
+  Result seed = run("eval examples/lora.mg --seed -1");
+  EXPECT_EQ(seed.code, 1);
+  EXPECT_NE(seed.out.find("'-1'"), std::string::npos) << seed.out;
+  EXPECT_NE(seed.out.find("--seed"), std::string::npos) << seed.out;
+  Result missing = run("check examples/no_such_spec.mg");
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.out.find("examples/no_such_spec.mg"), std::string::npos) << missing.out;
+  EXPECT_NE(missing.out.find("cannot open file: no such file"), std::string::npos) << missing.out;
+  Result folder = run("check examples");
+  EXPECT_EQ(folder.code, 1);
+  EXPECT_NE(folder.out.find("cannot read: it is a folder"), std::string::npos) << folder.out;
+  Result optimize = run("optimize examples/gqa_b8.mg --target h100 --no-cache -o /nonexistent_dir/best.mg");
+  EXPECT_EQ(optimize.code, 1);
+  EXPECT_NE(optimize.out.find("cannot write /nonexistent_dir/best.mg: the folder /nonexistent_dir does not exist"),
+            std::string::npos)
+      << optimize.out;
+  EXPECT_EQ(optimize.out.find("states"), std::string::npos) << "it searched first\n" << optimize.out;
+  Result compile = run("compile examples/lora.mg --target h100 -o /nonexistent_dir/lora.mgb");
+  EXPECT_EQ(compile.code, 1);
+  EXPECT_NE(compile.out.find("the folder /nonexistent_dir does not exist"), std::string::npos) << compile.out;
+  EXPECT_EQ(compile.out.find("compiled"), std::string::npos) << "it compiled first\n" << compile.out;
+  Result t = run("check examples/lora.mg -t h100");
+  EXPECT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("lora: cost on h100"), std::string::npos) << t.out;
+}
+
 TEST(Cli, EmitCudaPrintsReadableSource) {
   Result c = run("compile tests/gpu/specs/ragged_matmul.mg --target h200 --emit cuda");
   ASSERT_EQ(c.code, 0) << c.out;
