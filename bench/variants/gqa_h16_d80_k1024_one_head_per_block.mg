@@ -1,6 +1,7 @@
 # One KV head and all 64 of its query rows per block (grid [16,1,8]; the pick has 2 heads x 32 rows, [8,2,8]):
 # K and V read once per split instead of twice. Model 13.367 us against the pick's 13.364; H100 harness (no copy
-# engine) 8.93 us against 9.22 (bench/notes-fast-kernels-2.md, session 19).
+# engine) 8.93 us against 9.22, but in the bench (copy engine, unrolled loop) 9.69 against 9.69
+# (bench/notes-fast-kernels-2.md, session 19).
 kernel gqa_h16_d80_k1024(Q: f16[16,64,80], K: f16[16,80,1024], V: f16[16,1024,80]) {
   t3, t4, t5 = block(Q, K, V) grid=[16,1,8] threads=128 loop=2 {
     t0 = iter(Q, imap=[0,-,-])
