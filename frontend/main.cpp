@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <chrono>
@@ -56,6 +57,40 @@ const char* const kUsage =
     "\n"
     "`morgana <command> --help` describes a command's options.\n";
 
+// The name a positional option has in the usage lines: "file" is FILE, "files" FILES...
+std::string argument_name(const std::string& option, bool repeated) {
+  std::string upper;
+  for (char c : option) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return repeated ? upper + "..." : upper;
+}
+
+// --help: the usage line, the positional arguments by the names the usage gives them, then the options (Boost would
+// list the positional ones as options: "--file arg").
+void print_help(const std::string& usage, const po::options_description& opts,
+                const po::positional_options_description& pos) {
+  std::cout << usage << "\n";
+  std::vector<std::string> positional;
+  for (unsigned i = 0; i < pos.max_total_count() && i < 8; ++i) {
+    const std::string& name = pos.name_for_position(i);
+    if (std::find(positional.begin(), positional.end(), name) == positional.end()) positional.push_back(name);
+  }
+  if (pos.max_total_count() > 8 && std::find(positional.begin(), positional.end(), pos.name_for_position(8)) ==
+                                        positional.end())
+    positional.push_back(pos.name_for_position(8));  // a repeated last argument
+  po::options_description named("options");
+  for (const auto& o : opts.options())
+    if (std::find(positional.begin(), positional.end(), o->long_name()) == positional.end()) named.add(o);
+  if (!positional.empty()) {
+    std::cout << "arguments:\n";
+    for (const std::string& name : positional) {
+      const po::option_description* d = opts.find_nothrow(name, false);
+      std::cout << "  " << std::left << std::setw(20) << argument_name(name, pos.max_total_count() > 8) << "  "
+                << (d ? d->description() : "") << "\n";
+    }
+  }
+  std::cout << named;
+}
+
 // Parses a subcommand's arguments; returns false (after printing help) when --help was given. A missing positional
 // argument is named as the usage line names it (FILE), not as the option Boost keeps it under (--file).
 bool parse_args(const std::vector<std::string>& args, const std::string& usage, po::options_description& opts,
@@ -63,7 +98,7 @@ bool parse_args(const std::vector<std::string>& args, const std::string& usage, 
   opts.add_options()("help,h", "show this help");
   po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
   if (vm.count("help")) {
-    std::cout << usage << "\n" << opts;
+    print_help(usage, opts, pos);
     return false;
   }
   try {
@@ -72,11 +107,8 @@ bool parse_args(const std::vector<std::string>& args, const std::string& usage, 
     std::string name = e.get_option_name();
     if (name.rfind("--", 0) == 0) name = name.substr(2);
     for (unsigned i = 0; i < pos.max_total_count() && i < 8; ++i)
-      if (pos.name_for_position(i) == name) {
-        std::string upper;
-        for (char c : name) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        throw UserError("missing " + upper + " (" + usage + ")");
-      }
+      if (pos.name_for_position(i) == name)
+        throw UserError("missing " + argument_name(name, pos.max_total_count() > 8) + " (" + usage + ")");
     throw;
   }
   return true;
@@ -276,12 +308,14 @@ int cmd_verify(const std::vector<std::string>& args) {
 
 int cmd_targets(const std::vector<std::string>& args) {
   po::options_description opts("targets options");
-  opts.add_options()("dir", po::value<std::string>(),
-                     "folder of target files (default: $MORGANA_TARGETS_DIR, else the source tree's targets/)");
+  opts.add_options()("targets-dir", po::value<std::string>(),
+                     "folder of target files (default: $MORGANA_TARGETS_DIR, else the source tree's targets/)")(
+      "dir", po::value<std::string>(), "the same (the older spelling)");
   po::positional_options_description pos;
   po::variables_map vm;
-  if (!parse_args(args, "usage: morgana targets [--dir DIR]", opts, pos, vm)) return kOk;
-  std::filesystem::path dir = vm.count("dir") ? std::filesystem::path(vm["dir"].as<std::string>()) : default_targets_dir();
+  if (!parse_args(args, "usage: morgana targets [--targets-dir DIR]", opts, pos, vm)) return kOk;
+  if (vm.count("dir") && vm.count("targets-dir")) throw UserError("--dir and --targets-dir name the same folder; give one");
+  std::filesystem::path dir = vm.count("dir") ? std::filesystem::path(vm["dir"].as<std::string>()) : targets_dir(vm);
   std::cout << targets::render_targets_table(targets::load_all_targets(dir));
   return kOk;
 }

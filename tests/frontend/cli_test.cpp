@@ -297,6 +297,19 @@ TEST(Cli, ArgumentsAndFilesGetPlainErrors) {
   Result t = run("check examples/lora.mg -t h100");
   EXPECT_EQ(t.code, 0) << t.out;
   EXPECT_NE(t.out.find("lora: cost on h100"), std::string::npos) << t.out;
+  // --help lists positional arguments by their usage names, apart from the options.
+  Result help = run("verify --help");
+  EXPECT_EQ(help.code, 0) << help.out;
+  EXPECT_NE(help.out.find("arguments:\n  REF "), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("\n  CAND "), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("--ref"), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("--cand"), std::string::npos) << help.out;
+  Result merge_help = run("merge --help");
+  EXPECT_NE(merge_help.out.find("\n  FILES... "), std::string::npos) << merge_help.out;
+  // targets takes --targets-dir like every other command (and still --dir).
+  Result targets = run("targets --targets-dir targets");
+  EXPECT_EQ(targets.code, 0) << targets.out;
+  EXPECT_NE(targets.out.find("h100"), std::string::npos) << targets.out;
 }
 
 TEST(Cli, EmitCudaPrintsReadableSource) {
