@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -57,11 +58,30 @@ const char* const kUsage =
     "\n"
     "`morgana <command> --help` describes a command's options.\n";
 
-// The name a positional option has in the usage lines: "file" is FILE, "files" FILES...
-std::string argument_name(const std::string& option, bool repeated) {
+// The positional arguments of a command in order, each once, and whether the last one repeats (Boost reports an
+// unbounded count as the largest unsigned).
+struct Positionals {
+  std::vector<std::string> names;
+  bool repeated = false;
+};
+Positionals positionals_of(const po::positional_options_description& pos) {
+  Positionals p;
+  const unsigned n = pos.max_total_count();
+  p.repeated = n == std::numeric_limits<unsigned>::max();
+  const std::string last = n ? pos.name_for_position(n - 1) : std::string();
+  for (unsigned i = 0; i < n; ++i) {
+    const std::string& name = pos.name_for_position(i);
+    if (p.names.empty() || p.names.back() != name) p.names.push_back(name);
+    if (name == last) break;  // positions of one name are consecutive; the last name ends the list
+  }
+  return p;
+}
+
+// The name a positional option has in the usage lines: "file" is FILE, a repeated "files" FILES...
+std::string argument_name(const Positionals& p, const std::string& option) {
   std::string upper;
   for (char c : option) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return repeated ? upper + "..." : upper;
+  return p.repeated && option == p.names.back() ? upper + "..." : upper;
 }
 
 // --help: the usage line, the positional arguments by the names the usage gives them, then the options (Boost would
@@ -69,23 +89,16 @@ std::string argument_name(const std::string& option, bool repeated) {
 void print_help(const std::string& usage, const po::options_description& opts,
                 const po::positional_options_description& pos) {
   std::cout << usage << "\n";
-  std::vector<std::string> positional;
-  for (unsigned i = 0; i < pos.max_total_count() && i < 8; ++i) {
-    const std::string& name = pos.name_for_position(i);
-    if (std::find(positional.begin(), positional.end(), name) == positional.end()) positional.push_back(name);
-  }
-  if (pos.max_total_count() > 8 && std::find(positional.begin(), positional.end(), pos.name_for_position(8)) ==
-                                        positional.end())
-    positional.push_back(pos.name_for_position(8));  // a repeated last argument
+  const Positionals p = positionals_of(pos);
   po::options_description named("options");
   for (const auto& o : opts.options())
-    if (std::find(positional.begin(), positional.end(), o->long_name()) == positional.end()) named.add(o);
-  if (!positional.empty()) {
+    if (std::find(p.names.begin(), p.names.end(), o->long_name()) == p.names.end()) named.add(o);
+  if (!p.names.empty()) {
     std::cout << "arguments:\n";
-    for (const std::string& name : positional) {
+    for (const std::string& name : p.names) {
       const po::option_description* d = opts.find_nothrow(name, false);
-      std::cout << "  " << std::left << std::setw(20) << argument_name(name, pos.max_total_count() > 8) << "  "
-                << (d ? d->description() : "") << "\n";
+      std::cout << "  " << std::left << std::setw(20) << argument_name(p, name) << "  " << (d ? d->description() : "")
+                << "\n";
     }
   }
   std::cout << named;
@@ -106,9 +119,9 @@ bool parse_args(const std::vector<std::string>& args, const std::string& usage, 
   } catch (const po::required_option& e) {
     std::string name = e.get_option_name();
     if (name.rfind("--", 0) == 0) name = name.substr(2);
-    for (unsigned i = 0; i < pos.max_total_count() && i < 8; ++i)
-      if (pos.name_for_position(i) == name)
-        throw UserError("missing " + argument_name(name, pos.max_total_count() > 8) + " (" + usage + ")");
+    const Positionals p = positionals_of(pos);
+    if (std::find(p.names.begin(), p.names.end(), name) != p.names.end())
+      throw UserError("missing " + argument_name(p, name) + " (" + usage + ")");
     throw;
   }
   return true;
@@ -173,10 +186,6 @@ std::vector<targets::Target> named_targets(const po::variables_map& vm, const st
       out.push_back(targets::find_target(name, dir));
   return out;
 }
-
-// A program as the commands name it: "gqa_b1", or "gqa_b1 for [h100]" when it has a `for` list (optimize's result
-// for several targets holds one program per target, all of one name).
-std::string program_label(const ir::Graph& g) { return g.name() + ir::print_for_targets(g); }
 
 // The programs of `m` (read from `file`) that serve `target` (their `for` list names it, or they have none); an
 // error naming the file and what its programs are for when none does.

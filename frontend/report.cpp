@@ -19,7 +19,7 @@ std::string typed_results(const ir::Graph& g, const ir::Node& n, const std::vect
 
 void report_graph(const ir::Graph& g, std::string& out) {
   std::vector<std::string> names = ir::printed_names(g);
-  out += "kernel " + g.name() + ir::print_for_targets(g) + "\n";
+  out += "kernel " + program_label(g) + "\n";
   for (const ir::Node& n : g.nodes()) {
     if (n.op == ir::OpCode::input) {
       out += "  " + typed_results(g, n, names) + " (input)\n";
@@ -52,6 +52,8 @@ std::string fmt_double(double v) {
 
 }  // namespace
 
+std::string program_label(const ir::Graph& g) { return g.name() + ir::print_for_targets(g); }
+
 std::string check_report(const ir::Module& m) {
   std::string out;
   for (const ir::Graph& g : m.programs) report_graph(g, out);
@@ -63,7 +65,7 @@ std::string eval_report(const ir::Module& m, const EvalOptions& opts) {
   for (const ir::Graph& g : m.programs) {
     std::vector<verify::FloatArray> inputs = verify::random_inputs(g, opts.seed);
     std::vector<verify::FloatArray> outputs = verify::eval_float(g, inputs, opts.precision);
-    out += "kernel " + g.name() + ir::print_for_targets(g) + " (seed " + std::to_string(opts.seed) + ", " +
+    out += "kernel " + program_label(g) + " (seed " + std::to_string(opts.seed) + ", " +
            (opts.precision == verify::Precision::f64 ? "f64" : "f32") + " accumulation)\n";
     std::vector<std::string> names = ir::printed_names(g);
     for (size_t i = 0; i < outputs.size(); ++i) {

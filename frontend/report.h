@@ -9,6 +9,10 @@
 
 namespace morgana::frontend {
 
+// A program as the reports and commands name it: "gqa_b1", or "gqa_b1 for [h100]" when it has a `for` list
+// (optimize's result for several targets holds one program per target, all of one name).
+std::string program_label(const ir::Graph& g);
+
 // Every tensor of every program with its type, statement by statement, block graphs indented.
 std::string check_report(const ir::Module& m);
 

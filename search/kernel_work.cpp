@@ -10,7 +10,6 @@
 #include <string>
 
 #include "ir/block_rules.h"
-#include "ir/printer.h"
 
 namespace morgana::search::detail {
 
@@ -110,17 +109,9 @@ std::vector<TensorType> result_types(const Graph& g, const Node& n) {
   return v;
 }
 
-// "block -> t3, t4, t5": the op and its results as the printed μGraph names them (a searched candidate's
-// intermediate tensors have no names of their own; the printer makes them up, and so does this).
 std::string label_of(const Graph& g, const Node& n) {
-  bool unnamed = false;
-  for (int i = 0; i < n.num_results; ++i) unnamed = unnamed || g.name(g.result(n, i)).empty();
-  const std::vector<std::string> printed = unnamed ? ir::printed_names(g) : std::vector<std::string>{};
   std::string s = std::string(ir::op_name(n.op)) + " ->";
-  for (int i = 0; i < n.num_results; ++i) {
-    const ir::TensorId t = g.result(n, i);
-    s += (i ? ", " : " ") + (unnamed ? printed[t] : g.name(t));
-  }
+  for (int i = 0; i < n.num_results; ++i) s += (i ? ", " : " ") + g.name(g.result(n, i));
   return s;
 }
 

@@ -204,10 +204,16 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
     RankedCandidate r;
     ir::Graph named = c.graph;
     name_outputs_like(spec, named);
+    // Every other tensor under the name the printer gives it, so that the cost breakdown names kernels as the printed
+    // μGraph does (the search's own tensors have none: "#0 block -> , ,"). Done here, once per reported candidate,
+    // not in the cost model, which prices every state of the search.
+    const std::vector<std::string> printed = ir::printed_names(named);
+    for (ir::TensorId t = 0; t < named.num_tensors(); ++t)
+      if (named.name(t).empty()) named.set_name(t, printed[t]);
     r.mugraph = ir::print(named);
     r.hash = c.hash;
     r.cost_us = c.cost_us;
-    r.cost = estimate(named, target).str();  // its breakdown names kernels as the printed μGraph does
+    r.cost = estimate(named, target).str();
     r.verification = std::move(verification);
     return r;
   };
