@@ -84,11 +84,20 @@ std::string argument_name(const Positionals& p, const std::string& option) {
   return p.repeated && option == p.names.back() ? upper + "..." : upper;
 }
 
-// --help: the usage line, the positional arguments by the names the usage gives them, then the options (Boost would
-// list the positional ones as options: "--file arg").
-void print_help(const std::string& usage, const po::options_description& opts,
+// What --help prints besides the options: the usage line(s) and at least one example command line, each runnable
+// from the source root as written (tests/frontend/cli_test.cpp runs them in Cli.EveryHelpShowsAnExample).
+struct CommandHelp {
+  std::string usage;
+  std::vector<std::string> examples;
+};
+
+// --help: the usage line, examples, the positional arguments by the names the usage gives them, then the options
+// (Boost would list the positional ones as options: "--file arg").
+void print_help(const CommandHelp& help, const po::options_description& opts,
                 const po::positional_options_description& pos) {
-  std::cout << usage << "\n";
+  std::cout << help.usage << "\n\nexamples:\n";
+  for (const std::string& e : help.examples) std::cout << "  " << e << "\n";
+  std::cout << "\n";
   const Positionals p = positionals_of(pos);
   po::options_description named("options");
   for (const auto& o : opts.options())
@@ -104,14 +113,41 @@ void print_help(const std::string& usage, const po::options_description& opts,
   std::cout << named;
 }
 
+// The likely typo's intended word among `candidates` (within one or two edits, nearest first), or "".
+std::string likely_meant(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = std::numeric_limits<size_t>::max();
+  for (const std::string& c : candidates)
+    if (likely_typo(word, c) && edit_distance(word, c) < best_d) best_d = edit_distance(word, c), best = c;
+  return best;
+}
+
+// "unknown option '--tagret'" gains "; did you mean '--target'?" when one of the command's options is a likely typo
+// of it (Boost already takes an unambiguous prefix such as --targ).
+[[noreturn]] void unknown_option(const po::unknown_option& e, const po::options_description& opts,
+                                 const std::string& command) {
+  const std::string given = e.get_option_name();
+  std::vector<std::string> names;
+  for (const auto& o : opts.options()) names.push_back(o->canonical_display_name(po::command_line_style::allow_long));
+  std::string msg = "unknown option '" + given + "' for `morgana " + command + "`";
+  if (std::string hint = likely_meant(given, names); !hint.empty()) msg += "; did you mean '" + hint + "'?";
+  throw UserError(msg + " (`morgana " + command + " --help` lists its options)");
+}
+
 // Parses a subcommand's arguments; returns false (after printing help) when --help was given. A missing positional
 // argument is named as the usage line names it (FILE), not as the option Boost keeps it under (--file).
-bool parse_args(const std::vector<std::string>& args, const std::string& usage, po::options_description& opts,
+bool parse_args(const std::vector<std::string>& args, const CommandHelp& help, po::options_description& opts,
                 const po::positional_options_description& pos, po::variables_map& vm) {
   opts.add_options()("help,h", "show this help");
-  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+  // "usage: morgana NAME ...": the command, for messages.
+  const std::string command = help.usage.substr(15, help.usage.find_first_of(" \n", 15) - 15);
+  try {
+    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+  } catch (const po::unknown_option& e) {
+    unknown_option(e, opts, command);
+  }
   if (vm.count("help")) {
-    print_help(usage, opts, pos);
+    print_help(help, opts, pos);
     return false;
   }
   try {
@@ -120,8 +156,9 @@ bool parse_args(const std::vector<std::string>& args, const std::string& usage, 
     std::string name = e.get_option_name();
     if (name.rfind("--", 0) == 0) name = name.substr(2);
     const Positionals p = positionals_of(pos);
+    const std::string usage_line = help.usage.substr(0, help.usage.find('\n'));
     if (std::find(p.names.begin(), p.names.end(), name) != p.names.end())
-      throw UserError("missing " + argument_name(p, name) + " (" + usage + ")");
+      throw UserError("missing " + argument_name(p, name) + " (" + usage_line + ")");
     throw;
   }
   return true;
@@ -149,7 +186,10 @@ int cmd_fmt(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
-  if (!parse_args(args, "usage: morgana fmt FILE [--check | --in-place]", opts, pos, vm)) return kOk;
+  if (!parse_args(args,
+                  {"usage: morgana fmt FILE [--check | --in-place]",
+                   {"morgana fmt examples/gqa_b1.mg", "morgana fmt --check examples/mugraphs/lora_concat.mg"}},
+                  opts, pos, vm)) return kOk;
   std::string file = vm["file"].as<std::string>();
   const std::string source = read_text_file(file);
   std::string text = ir::print_with_comments(ir::parse_module(source, file), source);
@@ -210,7 +250,11 @@ int cmd_check(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
-  if (!parse_args(args, "usage: morgana check FILE [--target NAME]...", opts, pos, vm)) return kOk;
+  if (!parse_args(args,
+                  {"usage: morgana check FILE [--target NAME]...",
+                   {"morgana check examples/attention_decode.mg",
+                    "morgana check examples/mugraphs/attention_decode_split_kv.mg --target h100"}},
+                  opts, pos, vm)) return kOk;
   const std::string file = vm["file"].as<std::string>();
   ir::Module m = ir::parse_file(file);
   // Found before anything is printed, so a bad name is the only output.
@@ -234,7 +278,10 @@ int cmd_eval(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
-  if (!parse_args(args, "usage: morgana eval FILE [--seed N] [--precision f64|f32] [--target NAME]", opts, pos, vm))
+  if (!parse_args(args,
+                  {"usage: morgana eval FILE [--seed N] [--precision f64|f32] [--target NAME]",
+                   {"morgana eval examples/mugraphs/matmul_split_k.mg", "morgana eval examples/lora.mg --seed 7"}},
+                  opts, pos, vm))
     return kOk;
   EvalOptions eo;
   eo.seed = vm["seed"].as<Unsigned64>().value;
@@ -275,7 +322,9 @@ int cmd_verify(const std::vector<std::string>& args) {
   pos.add("ref", 1).add("cand", 1);
   po::variables_map vm;
   if (!parse_args(args,
-                  "usage: morgana verify REF.mg CAND.mg [--trials N] [--seed S] [--sampled] [--float] [--target NAME]",
+                  {"usage: morgana verify REF.mg CAND.mg [--trials N] [--seed S] [--sampled] [--float] [--target NAME]",
+                   {"morgana verify examples/lora.mg examples/mugraphs/lora_concat.mg --float",
+                    "morgana verify examples/gqa_b1.mg gqa_best.mg --target h100   # gqa_best.mg: optimize's result"}},
                   opts, pos, vm))
     return kOk;
   verify::EquivalenceOptions eo;
@@ -322,7 +371,8 @@ int cmd_targets(const std::vector<std::string>& args) {
       "dir", po::value<std::string>(), "the same (the older spelling)");
   po::positional_options_description pos;
   po::variables_map vm;
-  if (!parse_args(args, "usage: morgana targets [--targets-dir DIR]", opts, pos, vm)) return kOk;
+  if (!parse_args(args, {"usage: morgana targets [--targets-dir DIR]", {"morgana targets", "morgana targets --targets-dir targets"}},
+                  opts, pos, vm)) return kOk;
   if (vm.count("dir") && vm.count("targets-dir")) throw UserError("--dir and --targets-dir name the same folder; give one");
   std::filesystem::path dir = vm.count("dir") ? std::filesystem::path(vm["dir"].as<std::string>()) : targets_dir(vm);
   std::cout << targets::render_targets_table(targets::load_all_targets(dir));
@@ -336,7 +386,11 @@ int cmd_inspect(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
-  if (!parse_args(args, "usage: morgana inspect BUNDLE [--mugraph]", opts, pos, vm)) return kOk;
+  if (!parse_args(args,
+                  {"usage: morgana inspect BUNDLE [--mugraph]",
+                   {"morgana inspect gqa.mgb --mugraph   # gqa.mgb: written by `morgana compile examples/gqa_b1.mg -o "
+                    "gqa.mgb`"}},
+                  opts, pos, vm)) return kOk;
   bundle::Result r = bundle::read_bundle_file(vm["file"].as<std::string>());
   if (!r.ok()) {
     std::cerr << "error: " << r.error << "\n";
@@ -415,8 +469,9 @@ int cmd_compile(const std::vector<std::string>& args) {
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_args(args,
-                  "usage: morgana compile FILE [--target NAME]... [-o OUT.mgb] [--emit cuda|kernel-ir|mugraph]\n"
-                  "  e.g. morgana compile examples/gqa_b1.mg --target h200 --target a100 -o gqa.mgb",
+                  {"usage: morgana compile FILE [--target NAME]... [-o OUT.mgb] [--emit cuda|kernel-ir|mugraph]",
+                   {"morgana compile examples/gqa_b1.mg --target h200 --target a100 -o gqa.mgb",
+                    "morgana compile examples/lora.mg --target h100 --emit cuda"}},
                   opts, pos, vm))
     return kOk;
   std::string file = vm["file"].as<std::string>();
@@ -499,10 +554,11 @@ int cmd_optimize(const std::vector<std::string>& args) {
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_args(args,
-                  "usage: morgana optimize SPEC.mg [--target NAME]... -o BEST.mg [--time-limit S] [--threads N]\n"
+                  {"usage: morgana optimize SPEC.mg [--target NAME]... -o BEST.mg [--time-limit S] [--threads N]\n"
                   "         [--max-kernel-ops K] [--max-block-ops B] [--top N] [--shard i/n] [--no-cache] [--quiet]\n"
-                  "         [--measure [--measure-top N] [--device D]]\n"
-                  "  e.g. morgana optimize examples/gqa_b1.mg --target h200 -o gqa_best.mg",
+                  "         [--measure [--measure-top N] [--device D]]",
+                   {"morgana optimize examples/gqa_b1.mg --target h200 -o gqa_best.mg",
+                    "morgana optimize examples/lora.mg --target h100 --shard 0/2 -o lora.0.result"}},
                   opts, pos, vm))
     return kOk;
   OptimizeOptions oo;
@@ -544,9 +600,13 @@ int cmd_optimize(const std::vector<std::string>& args) {
   if (measure && so.shard.count > 1)
     throw UserError("--measure chooses among a whole search's candidates: run it on `morgana merge`'s answer, not "
                     "with --shard");
-  if (so.shard.count > 1 && targets.size() != 1)
+  if (so.shard.count > 1 && targets.size() != 1) {
+    const std::string given = vm.count("target") ? std::to_string(targets.size()) + " --target options"
+                                                 : "none (without it the search would cover " +
+                                                       std::to_string(targets.size()) + " targets)";
     throw UserError("--shard searches a part of one target's search: give exactly one --target (one job array per "
-                    "target), not " + std::to_string(targets.size()));
+                    "target); given: " + given);
+  }
 
   check_writable(vm["output"].as<std::string>());
   std::vector<search::SearchResult> results;
@@ -583,8 +643,9 @@ int cmd_merge(const std::vector<std::string>& args) {
   pos.add("files", -1);
   po::variables_map vm;
   if (!parse_args(args,
-                  "usage: morgana merge SHARD_FILES... -o BEST.mg [--report]\n"
-                  "  e.g. morgana merge gqa.h200.*.result -o gqa_best.mg --report",
+                  {"usage: morgana merge SHARD_FILES... -o BEST.mg [--report]",
+                   {"morgana merge lora.0.result lora.1.result -o lora_best.mg --report   # the shards of `morgana "
+                    "optimize --shard i/2`"}},
                   opts, pos, vm))
     return kOk;
   check_writable(vm["output"].as<std::string>());
@@ -606,8 +667,10 @@ int cmd_devices(const std::vector<std::string>& args) {
   opts.add_options()("targets-dir", po::value<std::string>(), "folder of target files (default: as `morgana targets`)");
   po::positional_options_description pos;
   po::variables_map vm;
-  if (!parse_args(args, "usage: morgana devices   (the GPUs the runtime sees and the target files that describe "
-                        "them; exit 1 when there is none)",
+  if (!parse_args(args,
+                  {"usage: morgana devices   (the GPUs the runtime sees and the target files that describe them; exit "
+                   "1 when there is none)",
+                   {"morgana devices"}},
                   opts, pos, vm))
     return kOk;
   int n = 0;
@@ -642,8 +705,11 @@ int cmd_run(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
-  if (!parse_args(args, "usage: morgana run BUNDLE [--program NAME] --random-inputs --check [--iterations N]", opts,
-                  pos, vm))
+  if (!parse_args(args,
+                  {"usage: morgana run BUNDLE [--program NAME] --random-inputs --check [--iterations N]",
+                   {"morgana run gqa.mgb --random-inputs --check   # gqa.mgb: written by `morgana compile "
+                    "examples/gqa_b1.mg -o gqa.mgb`"}},
+                  opts, pos, vm))
     return kOk;
   RunOptions ro;
   ro.bundle_path = vm["file"].as<std::string>();
@@ -683,7 +749,11 @@ int dispatch(int argc, char** argv) {
   if (cmd == "compile") return cmd_compile(args);
   if (cmd == "run") return cmd_run(args);
   if (cmd == "devices") return cmd_devices(args);
-  std::cerr << "morgana: unknown command '" << cmd << "'\n\n" << kUsage;
+  const std::vector<std::string> commands = {"fmt",     "check",    "eval",  "verify",  "targets", "inspect",
+                                             "optimize", "merge", "compile", "run",     "devices"};
+  std::cerr << "morgana: unknown command '" << cmd << "'";
+  if (std::string hint = likely_meant(cmd, commands); !hint.empty()) std::cerr << "; did you mean '" << hint << "'?";
+  std::cerr << "\n\n" << kUsage;
   return kUserError;
 }
 

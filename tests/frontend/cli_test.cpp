@@ -312,6 +312,42 @@ TEST(Cli, ArgumentsAndFilesGetPlainErrors) {
   EXPECT_NE(targets.out.find("h100"), std::string::npos) << targets.out;
 }
 
+// Every command's --help shows at least one example, whose example files ship with the repository; a mistyped
+// option or command gets the likely intended one; --shard names what was given when it is not one --target.
+TEST(Cli, EveryHelpShowsAnExampleAndTyposGetAHint) {
+  for (const std::string command : {"fmt", "check", "eval", "verify", "targets", "inspect", "optimize", "merge",
+                                    "compile", "run", "devices"}) {
+    Result h = run(command + " --help");
+    EXPECT_EQ(h.code, 0) << h.out;
+    const size_t at = h.out.find("\nexamples:\n  morgana " + command);
+    ASSERT_NE(at, std::string::npos) << h.out;
+    const std::string examples = h.out.substr(at, h.out.find("\n\n", at + 1) - at);
+    for (size_t p = examples.find("examples/"); p != std::string::npos; p = examples.find("examples/", p + 1)) {
+      const std::string path = examples.substr(p, examples.find_first_of(" `\n", p) - p);
+      EXPECT_TRUE(std::filesystem::exists(path)) << command << " --help names " << path;
+    }
+  }
+  Result option = run("check examples/lora.mg --tagret h100");
+  EXPECT_EQ(option.code, 1);
+  EXPECT_NE(option.out.find("error: unknown option '--tagret' for `morgana check`; did you mean '--target'?"),
+            std::string::npos)
+      << option.out;
+  Result far = run("check examples/lora.mg --frobnicate");
+  EXPECT_EQ(far.code, 1);
+  EXPECT_NE(far.out.find("unknown option '--frobnicate'"), std::string::npos) << far.out;
+  EXPECT_EQ(far.out.find("did you mean"), std::string::npos) << far.out;
+  Result command = run("optimise examples/lora.mg");
+  EXPECT_EQ(command.code, 1);
+  EXPECT_NE(command.out.find("unknown command 'optimise'; did you mean 'optimize'?"), std::string::npos)
+      << command.out;
+  Result shard = run("optimize examples/lora.mg --shard 0/2 -o " + scratch("s.result"));
+  EXPECT_EQ(shard.code, 1);
+  EXPECT_NE(shard.out.find("give exactly one --target (one job array per target); given: none (without it the "
+                           "search would cover "),
+            std::string::npos)
+      << shard.out;
+}
+
 TEST(Cli, EmitCudaPrintsReadableSource) {
   Result c = run("compile tests/gpu/specs/ragged_matmul.mg --target h200 --emit cuda");
   ASSERT_EQ(c.code, 0) << c.out;
