@@ -59,7 +59,9 @@ TEST(Select, TableCubinsOnly) {
 }
 
 TEST(Select, NeverAcrossMajors) {
-  // The H200 refuses sm_80/86/89 cubins (reference/h200-probe.txt).
+  // The H200 (9.0) refuses sm_80/86/89 cubins with CUDA_ERROR_NO_BINARY_FOR_GPU: a cubin for X.y runs only
+  // on X.z, z >= y (CUDA C++ Programming Guide, "Binary Compatibility",
+  // https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#binary-compatibility).
   EXPECT_EQ(
       pick(nv(9, 0), {{cubin, "sm_80", "a100"}, {cubin, "sm_89", "l40s"}}),
       "error: no code for NVIDIA GPU compute capability 9.0 (sm_90) in program 'attn': the bundle has cubin "
