@@ -54,6 +54,13 @@ Result run(const std::string& args, const std::string& env = "") {
   return r;
 }
 
+// `args` fails as the user's mistake (exit 1) with `message` in what it prints.
+void expect_user_error(const std::string& args, const std::string& message) {
+  Result r = run(args);
+  EXPECT_EQ(r.code, 1) << args;
+  EXPECT_NE(r.out.find(message), std::string::npos) << args << "\n" << r.out;
+}
+
 TEST(Cli, CheckOnABrokenFileExitsOneWithLocation) {
   Result r = run("check tests/errors/01_unknown_op.mg");
   EXPECT_EQ(r.code, 1);
@@ -327,25 +334,16 @@ TEST(Cli, EveryHelpShowsAnExampleAndTyposGetAHint) {
       EXPECT_TRUE(std::filesystem::exists(path)) << command << " --help names " << path;
     }
   }
-  Result option = run("check examples/lora.mg --tagret h100");
-  EXPECT_EQ(option.code, 1);
-  EXPECT_NE(option.out.find("error: unknown option '--tagret' for `morgana check`; did you mean '--target'?"),
-            std::string::npos)
-      << option.out;
+  expect_user_error("check examples/lora.mg --tagret h100",
+                    "error: unknown option '--tagret' for `morgana check`; did you mean '--target'?");
   Result far = run("check examples/lora.mg --frobnicate");
   EXPECT_EQ(far.code, 1);
   EXPECT_NE(far.out.find("unknown option '--frobnicate'"), std::string::npos) << far.out;
   EXPECT_EQ(far.out.find("did you mean"), std::string::npos) << far.out;
-  Result command = run("optimise examples/lora.mg");
-  EXPECT_EQ(command.code, 1);
-  EXPECT_NE(command.out.find("unknown command 'optimise'; did you mean 'optimize'?"), std::string::npos)
-      << command.out;
-  Result shard = run("optimize examples/lora.mg --shard 0/2 -o " + scratch("s.result"));
-  EXPECT_EQ(shard.code, 1);
-  EXPECT_NE(shard.out.find("give exactly one --target (one job array per target); given: none (without it the "
-                           "search would cover "),
-            std::string::npos)
-      << shard.out;
+  expect_user_error("optimise examples/lora.mg", "unknown command 'optimise'; did you mean 'optimize'?");
+  expect_user_error("optimize examples/lora.mg --shard 0/2 -o " + scratch("s.result"),
+                    "give exactly one --target (one job array per target); given: none (without it the search would "
+                    "cover ");
 }
 
 TEST(Cli, EmitCudaPrintsReadableSource) {
@@ -423,12 +421,6 @@ TEST(Cli, CompileBuildsEachProgramOnlyForItsTargets) {
 namespace {
 
 // Runs `morgana ARGS`, which must fail with exit code 1 and print `message`.
-void expect_user_error(const std::string& args, const std::string& message) {
-  Result r = run(args);
-  EXPECT_EQ(r.code, 1) << args;
-  EXPECT_NE(r.out.find(message), std::string::npos) << args << "\n" << r.out;
-}
-
 // `optimize` refuses bad arguments before any search starts.
 TEST(Cli, OptimizeArgumentErrorsNameTheOption) {
   const std::string lora = "optimize examples/lora.mg --target h200 -o " + scratch("x.mg") + " ";
