@@ -21,7 +21,7 @@ Two checks over README.md, docs/*.md and every other README.md of the repository
 
 2. References. Every relative Markdown link, and every `path` in backquotes that starts with a folder of the
    repository, names a file or folder that exists (a `*` in it must match one; a file the build makes from
-   `PATH.in` counts), and every document named (`NAME.md`) is one of the repository's files, so the docs do
+   `PATH.in` and an output folder the repository ignores, such as bench/out, count), and every document named (`NAME.md`) is one of the repository's files, so the docs do
    not point outside the repository or at files that moved. Target files (targets/**/*.toml) are checked too:
    their comments cite sources.
 
@@ -203,7 +203,12 @@ def reference_failures(doc, text, source):
             top = path.split("/")[0]
             if "/" not in path or top not in folders or "<" in path or "{" in path:
                 continue
-            if not glob.glob(os.path.join(source, path)) and not os.path.exists(os.path.join(source, path + ".in")):
+            if glob.glob(os.path.join(source, path)) or os.path.exists(os.path.join(source, path + ".in")):
+                continue
+            # An output folder the repository ignores (bench/out): named by the docs, made by a command.
+            ignored = subprocess.run(["git", "check-ignore", "--no-index", path, path.rstrip("/") + "/x"],
+                                     cwd=source, capture_output=True)
+            if ignored.returncode != 0:
                 failures.append(f"{doc}:{n}: `{path}` does not exist in the repository")
         for name in DOCUMENT_NAME.findall(line):
             if name not in (TRACKED_NAMES or {name}):
