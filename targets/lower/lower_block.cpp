@@ -242,7 +242,7 @@ class BlockLowering {
         if (std::optional<ir::NodeId> m = ir::norm_scaled_after(g_, sections_, id)) {
           // The matmul reads x itself and scales its product by rs: x's normalized copy is never written.
           tile_[r] = in(0);
-          scale_after_[*m] = rs;
+          scale_after_[*m].push_back(rs);  // both operands of one matmul may be normalized this way (QK-norm)
           return;
         }
         s.kind = StmtKind::Binary;
@@ -298,16 +298,21 @@ class BlockLowering {
     }
     stmts[sec(r)].push_back(std::move(s));
     if (scaled) {
-      // matmul(x, y) of an operand left unnormalized (ir::norm_scaled_after): its product times the norm's factors.
-      Stmt m;
-      m.kind = StmtKind::Binary;
-      m.op = OpCode::mul;
-      m.a = tile_[r];
-      m.b = scale->second;
-      m.from = from;
-      tile_[r] = new_tile(names_[r], ir::DType::f32, g_.type(r).shape(), from);
-      m.dst = tile_[r];
-      stmts[sec(r)].push_back(std::move(m));
+      // matmul(x, y) of operands left unnormalized (ir::norm_scaled_after): its product times each norm's factors
+      // (x's row factors scale its rows, y's column factors its columns; broadcast by shape).
+      const std::vector<int>& factors = scale->second;
+      for (size_t i = 0; i < factors.size(); ++i) {
+        Stmt m;
+        m.kind = StmtKind::Binary;
+        m.op = OpCode::mul;
+        m.a = tile_[r];
+        m.b = factors[i];
+        m.from = from;
+        const bool last = i + 1 == factors.size();
+        tile_[r] = new_tile(last ? names_[r] : names_[r] + "_scaled_once", ir::DType::f32, g_.type(r).shape(), from);
+        m.dst = tile_[r];
+        stmts[sec(r)].push_back(std::move(m));
+      }
     }
   }
 
@@ -320,7 +325,7 @@ class BlockLowering {
   std::vector<int> uses_;
   std::vector<ir::NodeId> user_;  // the last node that uses each tensor
   std::vector<Load> loads_;
-  std::map<ir::NodeId, int> scale_after_;  // matmul -> the rms factors its product is scaled by
+  std::map<ir::NodeId, std::vector<int>> scale_after_;  // matmul -> the rms factor tiles its product is scaled by
   size_t saves_ = 0;
   Kernel k_;
 };
