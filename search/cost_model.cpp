@@ -139,10 +139,13 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
     // four waves, 61.7 us, against 56.2 pipelined at four blocks per SM, which the model had reversed).
     const double miss = k.stages > 1 ? t.cost.overlap_miss
                                      : std::max(t.cost.overlap_miss, 1.0 / static_cast<double>(k.blocks_per_sm));
-    // A pipelined loop's first stage lands before any math starts, and its last iteration computes after its
-    // copies land: one stage's memory time and one iteration's math show (rmsnorm_linear on the H100: 32 iterations
-    // of 128 rows 20.9 us, 16 of 256 rows 22.6, 4 of 1024 rows 23.6; gated_mlp at 8, 16, 32: 28.3, 28.2, 27.5).
-    const double drain = k.stages > 1 ? (busy + wt.memory_s) / static_cast<double>(k.loop) : 0;
+    // A pipelined loop's first stage lands before any math starts: one stage's memory time shows (rmsnorm_linear on
+    // the H100: 32 iterations of 128 rows 20.9 us, 16 of 256 rows 22.6, 4 of 1024 rows 23.6; gated_mlp at 8, 16,
+    // 32: 28.3, 28.2, 27.5). Where memory is the longer, the last iteration also computes after its copies land, so
+    // one iteration's math shows too; where the math is the longer, that iteration's copies landed long before
+    // (H100, ncu: a d=128 QK-norm flash kernel of 2 iterations, 8.4 us busy, ran as its busy time plus one stage).
+    const double drain =
+        k.stages > 1 ? (wt.memory_s + (wt.memory_s >= busy ? busy : 0)) / static_cast<double>(k.loop) : 0;
     // The chain of a pipelined loop hides behind its loads while it is short next to them (the copies of later
     // iterations are in flight while the block synchronises): it shows in full from chain_shown_at of the memory
     // time on, in proportion below (H100: decode attention's one-row flash kernel with 5 barriers per iteration of
