@@ -140,7 +140,9 @@ bool parse_args(const std::vector<std::string>& args, const CommandHelp& help, p
                 const po::positional_options_description& pos, po::variables_map& vm) {
   opts.add_options()("help,h", "show this help");
   // "usage: morgana NAME ...": the command, for messages.
-  const std::string command = help.usage.substr(15, help.usage.find_first_of(" \n", 15) - 15);
+  constexpr std::string_view kPrefix = "usage: morgana ";
+  const std::string command =
+      help.usage.substr(kPrefix.size(), help.usage.find_first_of(" \n", kPrefix.size()) - kPrefix.size());
   try {
     po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
   } catch (const po::unknown_option& e) {
@@ -738,19 +740,17 @@ int dispatch(int argc, char** argv) {
     std::cout << "morgana " << MORGANA_VERSION << "\n";
     return kOk;
   }
-  if (cmd == "fmt") return cmd_fmt(args);
-  if (cmd == "check") return cmd_check(args);
-  if (cmd == "eval") return cmd_eval(args);
-  if (cmd == "verify") return cmd_verify(args);
-  if (cmd == "targets") return cmd_targets(args);
-  if (cmd == "inspect") return cmd_inspect(args);
-  if (cmd == "optimize") return cmd_optimize(args);
-  if (cmd == "merge") return cmd_merge(args);
-  if (cmd == "compile") return cmd_compile(args);
-  if (cmd == "run") return cmd_run(args);
-  if (cmd == "devices") return cmd_devices(args);
-  const std::vector<std::string> commands = {"fmt",     "check",    "eval",  "verify",  "targets", "inspect",
-                                             "optimize", "merge", "compile", "run",     "devices"};
+  // The subcommands by name: dispatch and the "did you mean" of a mistyped one read the same table.
+  using Command = int (*)(const std::vector<std::string>&);
+  static const std::vector<std::pair<std::string, Command>> kCommands = {
+      {"fmt", cmd_fmt},         {"check", cmd_check},       {"eval", cmd_eval},   {"verify", cmd_verify},
+      {"targets", cmd_targets}, {"inspect", cmd_inspect},   {"optimize", cmd_optimize}, {"merge", cmd_merge},
+      {"compile", cmd_compile}, {"run", cmd_run},           {"devices", cmd_devices}};
+  std::vector<std::string> commands;
+  for (const auto& [name, fn] : kCommands) {
+    if (cmd == name) return fn(args);
+    commands.push_back(name);
+  }
   std::cerr << "morgana: unknown command '" << cmd << "'";
   if (std::string hint = likely_meant(cmd, commands); !hint.empty()) std::cerr << "; did you mean '" << hint << "'?";
   std::cerr << "\n\n" << kUsage;

@@ -183,13 +183,10 @@ def tail(text, n=25):
     return "\n".join("    | " + l for l in lines[-n:])
 
 
-REPO_FOLDERS = None
-TRACKED_NAMES = None  # base names of the repository's files
 
 
-def reference_failures(doc, text, source):
+def reference_failures(doc, text, source, folders, tracked_names):
     """Links and backquoted repository paths that name nothing in the repository."""
-    folders = REPO_FOLDERS or set()
     base = os.path.dirname(os.path.join(source, doc))
     failures = []
     for n, line in enumerate(text.split("\n"), 1):
@@ -211,7 +208,7 @@ def reference_failures(doc, text, source):
             if ignored.returncode != 0:
                 failures.append(f"{doc}:{n}: `{path}` does not exist in the repository")
         for name in DOCUMENT_NAME.findall(line):
-            if name not in (TRACKED_NAMES or {name}):
+            if tracked_names is not None and name not in tracked_names:
                 failures.append(f"{doc}:{n}: names {name}, which is not in the repository")
     return failures
 
@@ -230,19 +227,20 @@ def documents(source, named):
 
 
 def main():
-    global REPO_FOLDERS, TRACKED_NAMES
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--source", required=True)
     ap.add_argument("--build", required=True)
     ap.add_argument("docs", nargs="*", help="documents, relative to the source root (default: all)")
     args = ap.parse_args()
     source = os.path.abspath(args.source)
-    REPO_FOLDERS = {e for e in os.listdir(source) if os.path.isdir(os.path.join(source, e)) and
-                    not e.startswith(".") and not e.startswith("build") and e != "gpu-pack"}
-
+    # The repository's top-level folders (a backquoted path starting with one is checked) and the base names of its
+    # files (None outside a git checkout: document names are not checked then).
+    folders = {e for e in os.listdir(source) if os.path.isdir(os.path.join(source, e)) and
+               not e.startswith(".") and not e.startswith("build") and e != "gpu-pack"}
     tracked = subprocess.run(["git", "ls-files"], cwd=source, capture_output=True, text=True)
-    if tracked.returncode == 0:
-        TRACKED_NAMES = {os.path.basename(f) for f in tracked.stdout.split()}
+    tracked_names = None
+    if tracked.returncode == 0 and tracked.stdout.strip():
+        tracked_names = {os.path.basename(f) for f in tracked.stdout.split()}
     failures, skipped, ran = [], [], 0
     # What this machine lacks, found out the first time a block needs it: a reason to skip, or "".
     lacks = {}
@@ -263,7 +261,7 @@ def main():
 
     for doc in documents(source, args.docs):
         text = open(os.path.join(source, doc), encoding="utf-8").read()
-        failures += reference_failures(doc, text, source)
+        failures += reference_failures(doc, text, source, folders, tracked_names)
         blocks = runnable_blocks(doc, text)
         if not blocks:
             continue
