@@ -682,6 +682,43 @@ TEST(Lower, AccumulatorsOfComputedTilesKeepTheirElementsInRegisters) {
   expect_matches_reference(g, p, 5, "O");
 }
 
+// A pipelined loop's first stages go out with the prologue's own loads, before the prologue computes on them
+// (QK-norm's rms_norm of Q): the prologue's batch first, closed without waiting, then the stages' batches, the last of
+// which waits for the prologue's (the oldest group: cp.async groups complete in order). The stage buffers then live
+// beside the prologue's tiles.
+TEST(Lower, PipelinedLoopsIssueTheirFirstStagesBeforeThePrologueComputes) {
+  targets::Target a100 = targets::load_target("targets/cuda/a100.toml");
+  ir::Graph flash = std::move(ir::parse_file("examples/mugraphs/qknorm_b1_flash.mg").programs[0]);
+  lower::LoweredProgram p = lower::lower(flash, a100, kWithMma);
+  const lower::Kernel& k = p.kernels[0];
+  int64_t stages = 1;
+  for (const lower::Tile& t : k.tiles) stages = std::max(stages, t.stages);
+  ASSERT_GE(stages, 2) << lower::print(p);
+  std::vector<int> waits;
+  size_t first_compute = k.prologue.size(), last_load = 0;
+  for (size_t i = 0; i < k.prologue.size(); ++i) {
+    const lower::Stmt& s = k.prologue[i];
+    if (s.kind == lower::StmtKind::Load) last_load = i;
+    else if (s.kind == lower::StmtKind::AsyncWait) waits.push_back(s.pending);
+    else if (s.kind != lower::StmtKind::Barrier) first_compute = std::min(first_compute, i);
+  }
+  EXPECT_LT(last_load, first_compute) << lower::print(p);
+  ASSERT_EQ(waits.size(), static_cast<size_t>(stages)) << lower::print(p);
+  EXPECT_EQ(waits.front(), 1) << lower::print(p);  // the prologue's batch: closed, not waited for
+  for (size_t i = 1; i + 1 < waits.size(); ++i) EXPECT_EQ(waits[i], static_cast<int>(i) + 1) << lower::print(p);
+  EXPECT_EQ(waits.back(), stages - 1) << lower::print(p);  // ... until the last stage's batch
+  // Q's tile and the stage buffers do not share bytes.
+  const lower::Tile* q = nullptr;
+  for (const lower::Tile& t : k.tiles)
+    if (t.name == "q") q = &t;
+  ASSERT_NE(q, nullptr);
+  for (const lower::Tile& t : k.tiles)
+    if (t.stages > 1) {
+      EXPECT_TRUE(t.offset + t.bytes() <= q->offset || q->offset + q->bytes() <= t.offset) << t.name << "\n"
+                                                                                            << lower::print(p);
+    }
+}
+
 TEST(Lower, UnpipelinedLoadsAreBatched) {
   targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
   ir::Graph one = std::move(ir::parse_module(kOneTaskFold).programs[0]);
