@@ -102,7 +102,9 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
   // A loop with loads the threads copy synchronously is not pipelined; where all its iterations' tiles fit, the
   // lowering loads them before the loop (targets::preload_fits): one wait for loads per block instead of one per
   // iteration.
-  if (k.synchronous_loads)
+  if (k.loads_in_registers) {
+    // Nothing to pipeline or preload in shared memory: the unrolled loop's loads all go out at its start.
+  } else if (k.synchronous_loads)
     k.preloaded = targets::preload_fits(t, k.blocks, k.threads, k.smem_bytes, k.stage_bytes, k.loop);
   else
     k.stages = targets::pipeline_stages(t, k.blocks, k.threads, k.smem_bytes, k.stage_bytes, k.loop);
@@ -167,7 +169,7 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
   // first only. Counted for one block's chain: blocks of later waves overlap earlier ones' waits (docs/cost-model.md,
   // "Load latency"; the constant is measured per target).
   k.latency_us =
-      static_cast<double>(k.stages > 1 || k.preloaded || k.library ? 1 : k.loop) * t.cost.iteration_latency_us;
+      static_cast<double>(k.stages > 1 || k.preloaded || k.library || k.loads_in_registers ? 1 : k.loop) * t.cost.iteration_latency_us;
   k.time_us = throughput_s * 1e6 + (k.stages > 1 ? 0 : k.barrier_us) + k.latency_us + k.launch_us;
   return k;
 }
@@ -213,7 +215,8 @@ std::string Cost::str() const {
          fmt(" + launch %.3f\n", k.launch_us) +
          (k.stream_us > 0 ? fmt("   warps' stream floor %.3f us (per wave, at least)\n", k.stream_us) : "") +
          (k.stages > 1 ? "   loads pipelined, " + std::to_string(k.stages) + " buffers\n" : "") +
-         (k.preloaded ? "   loads of all " + std::to_string(k.loop) + " iterations before the loop\n" : "");
+         (k.preloaded ? "   loads of all " + std::to_string(k.loop) + " iterations before the loop\n" : "") +
+         (k.loads_in_registers ? "   loads of all " + std::to_string(k.loop) + " iterations into registers\n" : "");
   }
   return s;
 }

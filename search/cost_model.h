@@ -31,6 +31,8 @@ struct KernelCost {
   bool synchronous_loads = false;  // some loop load is not of whole 16-byte vectors: the loop is not pipelined
   bool preloaded = false;  // ... but all its iterations' tiles are loaded before it (targets::preload_fits)
   bool library = false;     // a predefined op, priced as a library kernel (its loads always pipelined)
+  bool loads_in_registers = false;  // the loop's loads go straight to registers, all iterations' at once (a combine
+                                    // folding in registers): no buffers, one round trip
   // Traffic and work, totals over the kernel.
   double dram_read_bytes = 0;
   double dram_write_bytes = 0;

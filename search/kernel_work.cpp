@@ -351,6 +351,46 @@ bool kept_across_loop(const Graph& body, const Node& nd, OpKind kind, std::span<
   return owners > 0 && targets::accumulator_registers_fit(t, (out.numel() + owners - 1) / owners);
 }
 
+// Whether the lowering holds a loop's loaded tiles and its accumulators in the registers of the threads that compute
+// on them (pass keep_elements_in_registers, restated in its essentials): a split-KV or split-K combine, a body of
+// loads, accumulators, elementwise ops and saves whose statements read tiles of their result's shape or of one
+// element (which every thread holds); every loop tile's iterations fit registers (targets::loop_loads_fit_registers),
+// none is moved by the copy engine (which takes the pipelined loads, of whole 16-byte rows, of the program's own
+// inputs where the target has one), and the tiles fit the registers' rule together. Such a loop loads all its iterations' tiles at once and folds
+// them with no shared memory and no barrier (H100, ncu: a one-row combine costs ~0.06 us an iteration,
+// bench/notes-fast-kernels-2.md, session 20).
+bool folds_in_elements(const Graph& g, const Node& n, const Graph& body, int64_t threads, const targets::Target& t) {
+  const ir::BlockParams& p = body.block_params();
+  if (p.loop < 2 || threads % t.execution.warp_size != 0) return false;
+  const auto outer = g.operands(n);
+  int64_t live = 0, largest = 0;
+  bool loads = false;
+  for (const Node& nd : body.nodes()) {
+    const OpKind kind = ir::op_info(nd.op).kind;
+    if (kind == OpKind::Save) continue;
+    if (kind != OpKind::Iter && kind != OpKind::Accum && kind != OpKind::Unary && kind != OpKind::Binary) return false;
+    const TensorType& out = body.type(body.result(nd));
+    const int64_t regs = targets::element_registers(out.numel(), out.dim(out.rank - 1), threads);
+    live += regs;
+    largest = std::max(largest, regs);
+    if (kind == OpKind::Iter) {
+      if (nd.attrs.fmap == kPhi) continue;
+      const ir::TensorId source = outer[nd.attrs.index];
+      if (t.async.tma && g.node(g.tensor(source).producer).op == ir::OpCode::input &&
+          whole_async_rows(out, body.operand_types()[nd.attrs.index]))
+        return false;
+      if (!targets::loop_loads_fit_registers(t, p.loop, regs, ir::dtype_bytes(out.dtype))) return false;
+      loads = true;
+      continue;
+    }
+    for (ir::TensorId o : body.operands(nd)) {
+      const TensorType& x = body.type(o);
+      if (x.numel() != 1 && !std::ranges::equal(x.shape(), out.shape())) return false;
+    }
+  }
+  return loads && targets::register_tiles_fit(t, live, largest);
+}
+
 }  // namespace
 
 Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
@@ -377,14 +417,14 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   }
 
   // after[t]: tensor t is produced after the for-loop (it depends on an accumulator), so it is computed once
-  // per block; everything else runs every iteration. depth[t]: the barrier level t is written at (docs:
-  // "Barriers").
-  std::vector<char> after(body.num_tensors(), 0);
+  // per block; before[t]: computed once before it (from loop-invariant tiles alone); everything else runs every
+  // iteration. depth[t]: the barrier level t is written at (docs: "Barriers").
+  std::vector<char> after(body.num_tensors(), 0), before(body.num_tensors(), 0);
   std::vector<int64_t> depth(body.num_tensors(), 0);
-  int64_t loop_depth = 0, epilogue_depth = 0, acc_elems = 0, saves = 0;
+  int64_t loop_depth = 0, prologue_depth = 0, epilogue_depth = 0, acc_elems = 0, saves = 0;
   bool synchronous_loads = false;
   // The largest per-thread share of a tile computed at each barrier level of the loop body and of the epilogue.
-  std::map<int64_t, double> loop_pass, epilogue_pass;
+  std::map<int64_t, double> loop_pass, prologue_pass, epilogue_pass;
   // in_rows[t]: tensor t is computed in registers, each warp holding whole rows of it (the lowering's pass
   // keep_rows_in_registers, docs/lowering.md "Chains over rows in registers"), so no barrier precedes its readers.
   std::vector<char> in_rows(body.num_tensors(), 0);
@@ -398,6 +438,9 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     for (ir::TensorId o : body.operands(nd)) readers[o].push_back(&nd);
   double smem = 0;
   const std::vector<ir::BlockSection> sections = ir::block_sections(body);
+  // A combine folding in registers: its loads fill no shared memory and need no barrier, its statements are each
+  // thread's own; a fold step per iteration stays in the chain (a level, as a statement in registers gets).
+  k.loads_in_registers = folds_in_elements(g, n, body, k.threads, t);
   for (const Node& nd : body.nodes()) {
     const auto ops = body.operands(nd);
     const OpKind kind = ir::op_info(nd.op).kind;
@@ -436,6 +479,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
           line_bytes_of(tile, whole, static_cast<double>(t.memory.l2_line_bytes), adjacent) * loads * blocks;
       k.line_bytes += std::max(total, lines);
       k.partial_line_bytes += std::max(0.0, lines - bytes_of(tile) * loads * blocks);
+      if (k.loads_in_registers) continue;  // straight into registers, no level of their own
       k.smem_fill_bytes += per_block;
       smem += bytes_of(tile);
       if (nd.attrs.fmap != kPhi) {
@@ -453,34 +497,38 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     }
     bool epi = false;
     for (ir::TensorId o : ops) epi = epi || after[o];
+    // A statement on loop-invariant tiles alone (QK-norm's rms_norm of Q) runs once, before the loop (the
+    // lowering's prologue): computed once per block, its levels counted once.
+    const bool pro = !epi && sections[static_cast<size_t>(&nd - body.nodes().data())] == ir::BlockSection::prologue;
+    const bool once = epi || pro;
     int64_t d = 0;
     // In the epilogue, levels count from the accumulators' final values (a loop-side operand is long
-    // written).
-    for (ir::TensorId o : ops) d = std::max(d, (epi && !after[o]) ? 0 : depth[o]);
+    // written); in the loop, from its own loads (what the prologue computed is long written too).
+    for (ir::TensorId o : ops) d = std::max(d, (epi && !after[o]) || (!pro && before[o]) ? 0 : depth[o]);
     const auto in = types_of(body, ops);
     const auto out = result_types(body, nd);
     const Flops f = op_flops(nd.op, in, out, t);
     const bool rows =
         nd.num_results == 1 && held_in_rows(nd, kind, ops, in, out[0], f, in_rows, warps, k.threads, t);
-    if (rows && kind == OpKind::Reduce) k.row_reductions_per_block += epi ? 1 : p.loop;
+    if (rows && kind == OpKind::Reduce) k.row_reductions_per_block += once ? 1 : p.loop;
     // Kept in registers across the loop (a matmul's accumulators, a reduction's folds), or the accumulator of such a
     // result: no barrier level of its own; the reduction still reads its tile each iteration.
-    const bool across = !epi && nd.num_results == 1 &&
+    const bool across = !once && nd.num_results == 1 &&
                         kept_across_loop(body, nd, kind, in, out[0], f, readers, p.loop, warps, k.threads, t);
-    const bool across_acc = !epi && kind == OpKind::Accum && !ops.empty() && in_loop_regs[ops[0]];
+    const bool across_acc = !once && kind == OpKind::Accum && !ops.empty() && in_loop_regs[ops[0]];
     const Folding fold = rows || across_acc ? Folding::none : folding(body, nd, kind, readers);
     const bool elements = !rows && !across && !across_acc && fold == Folding::none &&
-                          held_in_elements(body, nd, kind, out[0], readers, p.loop, k.threads, t);
+                          (k.loads_in_registers || held_in_elements(body, nd, kind, out[0], readers, p.loop, k.threads, t));
     // A fold's arithmetic (with a unary folded into its reads) is a thread's own, at the registers' rate.
     bool feeds_fold = false;
-    if (!epi && fold == Folding::into_reader) {
+    if (!once && fold == Folding::into_reader) {
       const Node& reader = *readers[body.result(nd)][0];
       const auto rin = types_of(body, body.operands(reader));
       const auto rout = result_types(body, reader);
       feeds_fold = kept_across_loop(body, reader, ir::op_info(reader.op).kind, rin, rout[0],
                                     op_flops(reader.op, rin, rout, t), readers, p.loop, warps, k.threads, t);
     }
-    add_flops(w, f, blocks * static_cast<double>(epi ? 1 : p.loop),
+    add_flops(w, f, blocks * static_cast<double>(once ? 1 : p.loop),
               rows || across || across_acc || feeds_fold || elements, t);
     if (!rows && !across && !across_acc && !elements && fold == Folding::none && !scaled_after)
       for (const auto& o : out) smem += static_cast<double>(o.numel() * ir::dtype_bytes(kComputeType));
@@ -493,7 +541,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
                              : fold == Folding::into_reader                ? d
                              : kind == OpKind::Norm                        ? d + (elements || scaled_after ? 1 : 2)
                                                              : d + 1 + split_k_turns(kind, in, out[0], f, warps, t);
-    int64_t& level = epi ? epilogue_depth : loop_depth;
+    int64_t& level = epi ? epilogue_depth : pro ? prologue_depth : loop_depth;
     level = std::max(level, level_of);
     if (!rows && !across_acc && !elements && fold == Folding::none) {
       double share = 0;
@@ -504,7 +552,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
         share /= static_cast<double>(targets::kFragmentLoadBytes / ir::dtype_bytes(in[1].dtype));
       share += shared_accumulator_elements(body, nd, kind, in, out[0], f, readers, p.loop, warps, t) /
                static_cast<double>(k.threads);
-      auto& passes = epi ? epilogue_pass : loop_pass;
+      auto& passes = epi ? epilogue_pass : pro ? prologue_pass : loop_pass;
       passes[level_of] = std::max(passes[level_of], share);
       if (kind == OpKind::Norm && !scaled_after) passes[level_of - 1] = std::max(passes[level_of - 1], share);
     }
@@ -512,6 +560,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
       ir::TensorId ri = body.result(nd, i);
       in_loop_regs[ri] = across;
       after[ri] = epi || kind == OpKind::Accum;
+      before[ri] = pro;
       depth[ri] = kind == OpKind::Accum ? 0 : level_of;
       in_rows[ri] = rows;
     }
@@ -520,9 +569,10 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   k.smem_bytes = static_cast<int64_t>(smem);
   k.synchronous_loads = synchronous_loads;  // not pipelined, perhaps preloaded (time_kernel)
   k.regs_per_thread = regs_for(acc_elems, k.threads, t);
-  k.barriers_per_block = p.loop * loop_depth + epilogue_depth;
+  k.barriers_per_block = p.loop * loop_depth + prologue_depth + epilogue_depth;
   for (const auto& [level, share] : loop_pass) k.pass_elements_per_block += static_cast<double>(p.loop) * share;
-  for (const auto& [level, share] : epilogue_pass) k.pass_elements_per_block += share;
+  for (const auto* once : {&prologue_pass, &epilogue_pass})
+    for (const auto& [level, share] : *once) k.pass_elements_per_block += share;
   return w;
 }
 

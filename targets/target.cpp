@@ -721,6 +721,11 @@ bool register_tiles_fit(const Target& t, int64_t live, int64_t largest) {
   return live <= t.registers.max_regs_per_thread * 3 / 4 && largest <= t.registers.max_regs_per_thread / 3;
 }
 
+bool loop_loads_fit_registers(const Target& t, int64_t loop, int64_t registers, int64_t dtype_bytes) {
+  return loop >= 2 && loop <= kMaxPreloadIterations &&
+         loop * registers * dtype_bytes <= 4 * t.registers.max_regs_per_thread / 2;
+}
+
 int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t stage_bytes,
                         int64_t loop) {
   // Four buffers keep three iterations' copies in flight; more bought nothing in the kernels measured so far.

@@ -227,6 +227,12 @@ bool accumulators_fit(const Target& t, const MatmulTiling& tiling);
 // The same rule for any f32 accumulators a thread keeps across a loop (the lowering's loop folds): `registers` of
 // them per thread.
 bool accumulator_registers_fit(const Target& t, int64_t registers);
+// Whether a loop's loads of one tile may go straight into the registers of the threads that compute on it (the
+// lowering's element layout, pass keep_elements_in_registers; a split-KV combine's partial results): the loop short
+// enough to unroll (the preload's bound, kMaxPreloadIterations) and every iteration's values of the tile,
+// `registers` of them a thread (element_registers) at `dtype_bytes` each, in half a thread's registers together. The
+// one rule: the lowering takes the loads so, the cost model prices the loop without shared memory or barriers.
+bool loop_loads_fit_registers(const Target& t, int64_t loop, int64_t registers, int64_t dtype_bytes);
 // Whether tiles a pass keeps in registers fit beside the rest of a thread's work: at the liveness peak, `live`
 // registers of them at most three quarters of a thread's, and the largest one `largest` at most a third (checked with
 // ptxas -v on every attention candidate of the examples and on tests/gpu/specs, bench/notes-fast-kernels-1.md: a

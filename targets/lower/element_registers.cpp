@@ -106,11 +106,10 @@ class ElementTiles {
 
   // Whether tile t, which the loop's loads fill in buffers (pipelined or preloaded: asynchronous copies, or one
   // synchronous load of every iteration's tile, mg::load_iterations), could take its iterations' loads straight
-  // into registers: the loop short enough to unroll (the preload's bound) and every iteration's values, at the
-  // loaded type's width, in half a thread's registers together.
+  // into registers (targets::loop_loads_fit_registers).
   bool loop_load_fits(int t) const {
     const Tile& x = tile(t);
-    if (k_.loop < 2 || k_.loop > targets::kMaxPreloadIterations) return false;
+    if (!targets::loop_loads_fit_registers(t_, k_.loop, registers(x), ir::dtype_bytes(x.dtype))) return false;
     bool loaded = false;
     for (const Stmt* s : order_) {
       if (s->kind != StmtKind::Load || s->dst != t) continue;
@@ -118,7 +117,7 @@ class ElementTiles {
       if (!(copied || preloaded) || s->tensor_map >= 0) return false;
       loaded = true;
     }
-    return loaded && k_.loop * registers(x) * ir::dtype_bytes(x.dtype) <= 4 * t_.registers.max_regs_per_thread / 2;
+    return loaded;
   }
 
   bool drop_unfit() {

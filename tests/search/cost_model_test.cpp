@@ -285,20 +285,99 @@ std::string column_sum(int columns, int loop) {
          "}\n";
 }
 
-TEST(CostModel, LoopsWaitForLoadsNarrowerThanAnAsyncCopyUnlessPreloaded) {
+// A loop of one-element rows (narrower than an asynchronous copy) is not pipelined; short enough, its loads go
+// straight into each thread's registers, all iterations' at once (the lowering's element layout: one wait, no
+// shared memory, no barrier); too long for that, it waits for every iteration's loads.
+TEST(CostModel, LoopsWaitForLoadsNarrowerThanAnAsyncCopyUnlessInRegisters) {
   const auto& t = target("h200");
   const int many = static_cast<int>(targets::kMaxPreloadIterations) * 2;
   Cost vectors = cost(column_sum(8, 32)), elements = cost(column_sum(1, 32)), long_loop = cost(column_sum(1, many));
   EXPECT_GT(vectors.kernels[0].stages, 1) << vectors.str();
   EXPECT_FALSE(vectors.kernels[0].preloaded) << vectors.str();
+  EXPECT_FALSE(vectors.kernels[0].loads_in_registers) << vectors.str();
   EXPECT_EQ(elements.kernels[0].stages, 1) << elements.str();
-  EXPECT_TRUE(elements.kernels[0].preloaded) << elements.str();
+  EXPECT_TRUE(elements.kernels[0].loads_in_registers) << elements.str();
+  EXPECT_EQ(elements.kernels[0].smem_bytes, 0) << elements.str();
   EXPECT_DOUBLE_EQ(elements.kernels[0].latency_us, t.cost.iteration_latency_us) << elements.str();
+  EXPECT_FALSE(long_loop.kernels[0].loads_in_registers) << long_loop.str();
   EXPECT_EQ(long_loop.kernels[0].stages, 1) << long_loop.str();
   EXPECT_FALSE(long_loop.kernels[0].preloaded) << long_loop.str();
   EXPECT_DOUBLE_EQ(long_loop.kernels[0].latency_us, many * t.cost.iteration_latency_us) << long_loop.str();
-  std::cout << "32 iterations of 16-byte rows " << vectors.total_us << " us, of 2-byte rows (preloaded) "
+  std::cout << "32 iterations of 16-byte rows " << vectors.total_us << " us, of 2-byte rows (in registers) "
             << elements.total_us << " us; " << many << " iterations of 2-byte rows " << long_loop.total_us << " us\n";
+}
+
+// A split-KV combine of one row per block folds its partial results in the registers of the threads that hold them
+// (examples/mugraphs/gqa_b1_split_kv_blocks.mg, the search's gqa_b1 form): no shared memory, one wait for all of
+// its loads, one level of its chain per iteration. A combine of several rows per block, whose [rows, 1] maxima
+// rescale [rows, 64] partial outputs, is not held so: its tiles go through shared memory, a load level and a fold
+// level every iteration.
+TEST(CostModel, CombinesOfOneRowFoldInRegisters) {
+  const auto& t = target("h100");
+  const Cost one_row = cost_file("examples/mugraphs/gqa_b1_split_kv_blocks.mg", "h100");
+  ASSERT_EQ(one_row.kernels.size(), 2u);
+  const KernelCost& combine = one_row.kernels[1];
+  EXPECT_TRUE(combine.loads_in_registers) << one_row.str();
+  EXPECT_EQ(combine.smem_bytes, 0) << one_row.str();
+  EXPECT_EQ(combine.barriers_per_block, combine.loop + 1) << one_row.str();  // a fold step each, the division
+  EXPECT_DOUBLE_EQ(combine.latency_us, t.cost.iteration_latency_us) << one_row.str();
+  EXPECT_FALSE(one_row.kernels[0].loads_in_registers) << one_row.str();
+
+  const Cost rows = cost(
+      "kernel c(Ls: f16[2,256,16], Os: f16[2,256,1024], Ms: f16[2,256,16]) {\n"
+      "  O = block(Ls, Os, Ms) grid=[2,64,1] threads=128 loop=16 {\n"
+      "    l = iter(Ls, imap=[0,1,-], fmap=2)\n"
+      "    o = iter(Os, imap=[0,1,-], fmap=2)\n"
+      "    m = iter(Ms, imap=[0,1,-], fmap=2)\n"
+      "    L = acc_rescale_sum(l, m)\n"
+      "    A = acc_rescale_sum(o, m)\n"
+      "    y = div(A, L)\n"
+      "    save(y, omap=[0,1,-])\n"
+      "  }\n"
+      "  return O\n"
+      "}\n",
+      "h100");
+  EXPECT_FALSE(rows.kernels[0].loads_in_registers) << rows.str();
+  EXPECT_GT(rows.kernels[0].smem_bytes, 0) << rows.str();
+  EXPECT_GE(rows.kernels[0].barriers_per_block, 2 * rows.kernels[0].loop) << rows.str();
+}
+
+// Statements on loop-invariant tiles alone run once, before the loop (the lowering's prologue): QK-norm's rms_norm
+// of Q costs its FLOPs and its levels once per block, not every iteration, so a longer loop over the same keys
+// adds no norm of Q.
+TEST(CostModel, StatementsBeforeTheLoopRunOnce) {
+  auto flash = [](int loop) {
+    return cost("kernel f(Q: f16[8,64,128], K: f16[8,128,1024], V: f16[8,1024,128]) {\n"
+                "  Ls, Os, Ms = block(Q, K, V) grid=[8,1,1] threads=128 loop=" + std::to_string(loop) + " {\n"
+                "    q = iter(Q, imap=[0,1,-])\n"
+                "    k = iter(K, imap=[0,-,-], fmap=2)\n"
+                "    v = iter(V, imap=[0,-,-], fmap=1)\n"
+                "    qn = rms_norm(q, dim=2)\n"
+                "    s = matmul(qn, k)\n"
+                "    m = reduce_max(s, dim=2)\n"
+                "    d = sub(s, m)\n"
+                "    e = exp(d)\n"
+                "    l = reduce_sum(e, dim=2)\n"
+                "    o = matmul(e, v)\n"
+                "    Lacc = acc_rescale_sum(l, m)\n"
+                "    Oacc = acc_rescale_sum(o, m)\n"
+                "    M = acc_max(m)\n"
+                "    save(Lacc, omap=[0,1,-])\n"
+                "    save(Oacc, omap=[0,1,-])\n"
+                "    save(M, omap=[0,1,-])\n"
+                "  }\n"
+                "  return Ls, Os, Ms\n"
+                "}\n",
+                "h100")
+        .kernels[0];
+  };
+  const KernelCost two = flash(2), eight = flash(8);
+  // Six more iterations over the same 1024 keys add only the accumulators' rescaling (acc_rescale_sum 3 FLOPs an
+  // element of its [64, 1] and [64, 128] tiles, acc_max 1 of [64, 1]) in each of the 8 blocks, not Q's norm.
+  EXPECT_DOUBLE_EQ(eight.vector_flops - two.vector_flops, 8.0 * 6 * (3 * 64 + 3 * 64 * 128 + 64));
+  // Levels: loop x the loop's own + the prologue's (Q's load, the norm's two passes) and the epilogue's once.
+  const int64_t per_iteration = (eight.barriers_per_block - two.barriers_per_block) / 6;
+  EXPECT_GE(two.barriers_per_block - 2 * per_iteration, 3) << two.barriers_per_block << " " << eight.barriers_per_block;
 }
 
 // A statement pass costs more the more elements each thread handles (pass_element_ns): the same chain over tiles of
