@@ -391,9 +391,51 @@ bool folds_in_elements(const Graph& g, const Node& n, const Graph& body, int64_t
   return loads && targets::register_tiles_fit(t, live, largest);
 }
 
+// Registers a thread holds of the tiles kept in rows at the busiest statement of the block graph (the lowering's
+// liveness in keep_rows_in_registers, restated in its essentials): at each statement computing one, its result, every
+// row tile written before and read after it, and the accumulators, which live across the loop. A thread holds
+// ceil(elements / threads) of each.
+int64_t row_register_peak(const Graph& body, const std::vector<char>& in_rows, int64_t threads) {
+  const auto nodes = body.nodes();
+  std::vector<int64_t> last_read(body.num_tensors(), -1);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (ir::TensorId o : body.operands(nodes[i])) last_read[o] = static_cast<int64_t>(i);
+  int64_t peak = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].num_results != 1 || !in_rows[body.result(nodes[i])]) continue;
+    int64_t live = 0;
+    for (size_t j = 0; j < nodes.size(); ++j) {
+      if (nodes[j].num_results != 1) continue;
+      const ir::TensorId x = body.result(nodes[j]);
+      const bool carried = ir::op_info(nodes[j].op).kind == OpKind::Accum;
+      if (in_rows[x] && (j == i || carried || (j < i && last_read[x] > static_cast<int64_t>(i))))
+        live += (body.type(x).numel() + threads - 1) / threads;
+    }
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bool rows_allowed);
+
 }  // namespace
 
+// A block graph whose row tiles would not fit the registers together at their busiest statement (what the
+// lowering's liveness check finds, targets::register_tiles_fit) has them through shared memory: the lowering then
+// drops tiles from registers until they fit (priced as if it dropped them all; H100: qknorm_b8 with two 16-row tasks
+// a warp kept its score and probability tiles in shared memory and ran 135 us, where the model that held them in
+// registers had it at 61 against 69 for the one-task form, which runs 34).
 Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
+  Work w = block_work_rows(g, n, t, true);
+  if (w.row_register_peak > 0 &&
+      !targets::register_tiles_fit(t, w.row_register_peak, std::min(w.row_register_peak, t.registers.max_regs_per_thread / 3)))
+    return block_work_rows(g, n, t, false);
+  return w;
+}
+
+namespace {
+
+Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bool rows_allowed) {
   const Graph& body = g.body(n);
   const ir::BlockParams& p = body.block_params();
   Work w;
@@ -508,8 +550,8 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
     const auto in = types_of(body, ops);
     const auto out = result_types(body, nd);
     const Flops f = op_flops(nd.op, in, out, t);
-    const bool rows =
-        nd.num_results == 1 && held_in_rows(nd, kind, ops, in, out[0], f, in_rows, warps, k.threads, t);
+    const bool rows = rows_allowed && nd.num_results == 1 &&
+                      held_in_rows(nd, kind, ops, in, out[0], f, in_rows, warps, k.threads, t);
     if (rows && kind == OpKind::Reduce) k.row_reductions_per_block += once ? 1 : p.loop;
     // Kept in registers across the loop (a matmul's accumulators, a reduction's folds), or the accumulator of such a
     // result: no barrier level of its own; the reduction still reads its tile each iteration.
@@ -573,8 +615,11 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   for (const auto& [level, share] : loop_pass) k.pass_elements_per_block += static_cast<double>(p.loop) * share;
   for (const auto* once : {&prologue_pass, &epilogue_pass})
     for (const auto& [level, share] : *once) k.pass_elements_per_block += share;
+  w.row_register_peak = row_register_peak(body, in_rows, k.threads);
   return w;
 }
+
+}  // namespace
 
 Work predefined_work(const Graph& g, const Node& n, const targets::Target& t) {
   Work w;

@@ -19,6 +19,7 @@ struct Work {
   // Device-wide seconds of the vector FLOPs: passes over shared memory (and the scalar matmul routine) at the
   // target's vector_efficiency, statements on rows in registers at the vector peak.
   double vector_s = 0;
+  int64_t row_register_peak = 0;  // registers a thread holds of row tiles at the busiest statement (block ops)
 };
 
 Work block_work(const ir::Graph& g, const ir::Node& n, const targets::Target& t);

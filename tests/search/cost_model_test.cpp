@@ -380,6 +380,42 @@ TEST(CostModel, StatementsBeforeTheLoopRunOnce) {
   EXPECT_GE(two.barriers_per_block - 2 * per_iteration, 3) << two.barriers_per_block << " " << eight.barriers_per_block;
 }
 
+// Row tiles the lowering would hold in registers must fit together where most are live (keep_rows_in_registers'
+// liveness): a flash body of 128 rows on 4 warps (two 16-row tasks a warp) with 64 keys an iteration holds its
+// probabilities (read again after P·V), P·V and the output accumulator at once, 64 registers each, past three
+// quarters of a thread's: the lowering keeps the score chain in shared memory, and so does the model. With 32 keys
+// an iteration they fit.
+TEST(CostModel, RowTilesMustFitTheRegistersTogether) {
+  auto flash = [](int keys) {
+    return cost("kernel f(Q: f16[16,256,64], K: f16[16,64,4096], V: f16[16,4096,64]) {\n"
+                "  Ls, Os, Ms = block(Q, K, V) grid=[16,2,8] threads=128 loop=" + std::to_string(512 / keys) + " {\n"
+                "    q = iter(Q, imap=[0,1,-])\n"
+                "    k = iter(K, imap=[0,-,2], fmap=2)\n"
+                "    v = iter(V, imap=[0,-,1], fmap=1)\n"
+                "    s = matmul(q, k)\n"
+                "    m = reduce_max(s, dim=2)\n"
+                "    d = sub(s, m)\n"
+                "    e = exp(d)\n"
+                "    o = matmul(e, v)\n"
+                "    l = reduce_sum(e, dim=2)\n"
+                "    Oacc = acc_rescale_sum(o, m)\n"
+                "    Lacc = acc_rescale_sum(l, m)\n"
+                "    M = acc_max(m)\n"
+                "    save(Oacc, omap=[0,1,2])\n"
+                "    save(Lacc, omap=[0,1,2])\n"
+                "    save(M, omap=[0,1,2])\n"
+                "  }\n"
+                "  return Os, Ls, Ms\n"
+                "}\n",
+                "h100")
+        .kernels[0];
+  };
+  const KernelCost wide = flash(64), narrow = flash(32);
+  EXPECT_EQ(wide.row_reductions_per_block, 0) << wide.label;  // the reductions pass over shared memory
+  EXPECT_GT(narrow.row_reductions_per_block, 0) << narrow.label;
+  EXPECT_GT(wide.time_us, narrow.time_us);
+}
+
 // A statement pass costs more the more elements each thread handles (pass_element_ns): the same chain over tiles of
 // twice the rows counts twice the elements per thread, and the barrier levels stay the same.
 std::string exp_rows(int rows) {
