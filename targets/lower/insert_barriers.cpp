@@ -42,6 +42,10 @@ class Barriers {
     for (Stmt& s : stmts) {
       if (s.kind == StmtKind::Barrier) {
         clear();
+      } else if (s.kind == StmtKind::AsyncWait && !prologue_) {
+        // In the loop every thread also waits here for this iteration's copy-engine buffers (mg::tma_wait): the
+        // engine's writes are visible to each waiting thread without a barrier.
+        engine_written_.clear();
       } else if (!access(s)) {
         out.push_back(sync_stmt(StmtKind::Barrier, s.from));
         clear();
@@ -67,6 +71,7 @@ class Barriers {
   void clear() {
     read_.clear();
     written_.clear();
+    engine_written_.clear();
   }
 
  private:
@@ -75,11 +80,15 @@ class Barriers {
   bool access(const Stmt& s) {
     std::vector<Range> reads = ranges(s, stmt_reads(s)), writes = ranges(s, stmt_writes(s));
     for (const Range& r : reads)
-      if (hits(written_, r)) return false;
+      if (hits(written_, r) || hits(engine_written_, r)) return false;
     for (const Range& w : writes)
-      if (hits(written_, w) || hits(read_, w)) return false;
+      if (hits(written_, w) || hits(engine_written_, w) || hits(read_, w)) return false;
     read_.insert(read_.end(), reads.begin(), reads.end());
-    written_.insert(written_.end(), writes.begin(), writes.end());
+    // A loop's copy-engine load is waited for by every thread (the AsyncWait after it, in the loop): its reader
+    // needs no barrier for it; a read before its write (the buffer the last iteration read) still does.
+    const bool engine = s.kind == StmtKind::Load && s.tensor_map >= 0 && !prologue_;
+    auto& into = engine ? engine_written_ : written_;
+    into.insert(into.end(), writes.begin(), writes.end());
     return true;
   }
 
@@ -101,6 +110,7 @@ class Barriers {
   const Kernel& k_;
   bool prologue_ = false;
   std::vector<Range> read_, written_;  // since the last barrier
+  std::vector<Range> engine_written_;  // by the loop's copy-engine loads since the last barrier or AsyncWait
 };
 
 }  // namespace
