@@ -459,14 +459,14 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bo
   }
 
   // after[t]: tensor t is produced after the for-loop (it depends on an accumulator), so it is computed once
-  // per block; before[t]: computed once before it (from loop-invariant tiles alone); everything else runs every
-  // iteration. depth[t]: the barrier level t is written at (docs: "Barriers").
-  std::vector<char> after(body.num_tensors(), 0), before(body.num_tensors(), 0);
+  // per block; everything else runs every iteration (also what the lowering computes once before the loop: see
+  // docs/cost-model.md, "FLOPs"). depth[t]: the barrier level t is written at (docs: "Barriers").
+  std::vector<char> after(body.num_tensors(), 0);
   std::vector<int64_t> depth(body.num_tensors(), 0);
-  int64_t loop_depth = 0, prologue_depth = 0, epilogue_depth = 0, acc_elems = 0, saves = 0;
+  int64_t loop_depth = 0, epilogue_depth = 0, acc_elems = 0, saves = 0;
   bool synchronous_loads = false;
   // The largest per-thread share of a tile computed at each barrier level of the loop body and of the epilogue.
-  std::map<int64_t, double> loop_pass, prologue_pass, epilogue_pass;
+  std::map<int64_t, double> loop_pass, epilogue_pass;
   // in_rows[t]: tensor t is computed in registers, each warp holding whole rows of it (the lowering's pass
   // keep_rows_in_registers, docs/lowering.md "Chains over rows in registers"), so no barrier precedes its readers.
   std::vector<char> in_rows(body.num_tensors(), 0);
@@ -539,14 +539,11 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bo
     }
     bool epi = false;
     for (ir::TensorId o : ops) epi = epi || after[o];
-    // A statement on loop-invariant tiles alone (QK-norm's rms_norm of Q) runs once, before the loop (the
-    // lowering's prologue): computed once per block, its levels counted once.
-    const bool pro = !epi && sections[static_cast<size_t>(&nd - body.nodes().data())] == ir::BlockSection::prologue;
-    const bool once = epi || pro;
+    const bool once = epi;
     int64_t d = 0;
     // In the epilogue, levels count from the accumulators' final values (a loop-side operand is long
-    // written); in the loop, from its own loads (what the prologue computed is long written too).
-    for (ir::TensorId o : ops) d = std::max(d, (epi && !after[o]) || (!pro && before[o]) ? 0 : depth[o]);
+    // written).
+    for (ir::TensorId o : ops) d = std::max(d, (epi && !after[o]) ? 0 : depth[o]);
     const auto in = types_of(body, ops);
     const auto out = result_types(body, nd);
     const Flops f = op_flops(nd.op, in, out, t);
@@ -583,7 +580,7 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bo
                              : fold == Folding::into_reader                ? d
                              : kind == OpKind::Norm                        ? d + (elements || scaled_after ? 1 : 2)
                                                              : d + 1 + split_k_turns(kind, in, out[0], f, warps, t);
-    int64_t& level = epi ? epilogue_depth : pro ? prologue_depth : loop_depth;
+    int64_t& level = epi ? epilogue_depth : loop_depth;
     level = std::max(level, level_of);
     if (!rows && !across_acc && !elements && fold == Folding::none) {
       double share = 0;
@@ -594,7 +591,7 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bo
         share /= static_cast<double>(targets::kFragmentLoadBytes / ir::dtype_bytes(in[1].dtype));
       share += shared_accumulator_elements(body, nd, kind, in, out[0], f, readers, p.loop, warps, t) /
                static_cast<double>(k.threads);
-      auto& passes = epi ? epilogue_pass : pro ? prologue_pass : loop_pass;
+      auto& passes = epi ? epilogue_pass : loop_pass;
       passes[level_of] = std::max(passes[level_of], share);
       if (kind == OpKind::Norm && !scaled_after) passes[level_of - 1] = std::max(passes[level_of - 1], share);
     }
@@ -602,7 +599,6 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bo
       ir::TensorId ri = body.result(nd, i);
       in_loop_regs[ri] = across;
       after[ri] = epi || kind == OpKind::Accum;
-      before[ri] = pro;
       depth[ri] = kind == OpKind::Accum ? 0 : level_of;
       in_rows[ri] = rows;
     }
@@ -611,10 +607,9 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bo
   k.smem_bytes = static_cast<int64_t>(smem);
   k.synchronous_loads = synchronous_loads;  // not pipelined, perhaps preloaded (time_kernel)
   k.regs_per_thread = regs_for(acc_elems, k.threads, t);
-  k.barriers_per_block = p.loop * loop_depth + prologue_depth + epilogue_depth;
+  k.barriers_per_block = p.loop * loop_depth + epilogue_depth;
   for (const auto& [level, share] : loop_pass) k.pass_elements_per_block += static_cast<double>(p.loop) * share;
-  for (const auto* once : {&prologue_pass, &epilogue_pass})
-    for (const auto& [level, share] : *once) k.pass_elements_per_block += share;
+  for (const auto& [level, share] : epilogue_pass) k.pass_elements_per_block += share;
   w.row_register_peak = row_register_peak(body, in_rows, k.threads);
   return w;
 }

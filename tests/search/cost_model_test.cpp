@@ -342,44 +342,6 @@ TEST(CostModel, CombinesOfOneRowFoldInRegisters) {
   EXPECT_GE(rows.kernels[0].barriers_per_block, 2 * rows.kernels[0].loop) << rows.str();
 }
 
-// Statements on loop-invariant tiles alone run once, before the loop (the lowering's prologue): QK-norm's rms_norm
-// of Q costs its FLOPs and its levels once per block, not every iteration, so a longer loop over the same keys
-// adds no norm of Q.
-TEST(CostModel, StatementsBeforeTheLoopRunOnce) {
-  auto flash = [](int loop) {
-    return cost("kernel f(Q: f16[8,64,128], K: f16[8,128,1024], V: f16[8,1024,128]) {\n"
-                "  Ls, Os, Ms = block(Q, K, V) grid=[8,1,1] threads=128 loop=" + std::to_string(loop) + " {\n"
-                "    q = iter(Q, imap=[0,1,-])\n"
-                "    k = iter(K, imap=[0,-,-], fmap=2)\n"
-                "    v = iter(V, imap=[0,-,-], fmap=1)\n"
-                "    qn = rms_norm(q, dim=2)\n"
-                "    s = matmul(qn, k)\n"
-                "    m = reduce_max(s, dim=2)\n"
-                "    d = sub(s, m)\n"
-                "    e = exp(d)\n"
-                "    l = reduce_sum(e, dim=2)\n"
-                "    o = matmul(e, v)\n"
-                "    Lacc = acc_rescale_sum(l, m)\n"
-                "    Oacc = acc_rescale_sum(o, m)\n"
-                "    M = acc_max(m)\n"
-                "    save(Lacc, omap=[0,1,-])\n"
-                "    save(Oacc, omap=[0,1,-])\n"
-                "    save(M, omap=[0,1,-])\n"
-                "  }\n"
-                "  return Ls, Os, Ms\n"
-                "}\n",
-                "h100")
-        .kernels[0];
-  };
-  const KernelCost two = flash(2), eight = flash(8);
-  // Six more iterations over the same 1024 keys add only the accumulators' rescaling (acc_rescale_sum 3 FLOPs an
-  // element of its [64, 1] and [64, 128] tiles, acc_max 1 of [64, 1]) in each of the 8 blocks, not Q's norm.
-  EXPECT_DOUBLE_EQ(eight.vector_flops - two.vector_flops, 8.0 * 6 * (3 * 64 + 3 * 64 * 128 + 64));
-  // Levels: loop x the loop's own + the prologue's (Q's load, the norm's two passes) and the epilogue's once.
-  const int64_t per_iteration = (eight.barriers_per_block - two.barriers_per_block) / 6;
-  EXPECT_GE(two.barriers_per_block - 2 * per_iteration, 3) << two.barriers_per_block << " " << eight.barriers_per_block;
-}
-
 // Row tiles the lowering would hold in registers must fit together where most are live (keep_rows_in_registers'
 // liveness): a flash body of 128 rows on 4 warps (two 16-row tasks a warp) with 64 keys an iteration holds its
 // probabilities (read again after P·V), P·V and the output accumulator at once, 64 registers each, past three
