@@ -168,8 +168,8 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
   // Loads are latency too: a block of an unpipelined loop waits for each iteration's, of a pipelined one for the
   // first only. Counted for one block's chain: blocks of later waves overlap earlier ones' waits (docs/cost-model.md,
   // "Load latency"; the constant is measured per target).
-  k.latency_us =
-      static_cast<double>(k.stages > 1 || k.preloaded || k.library || k.loads_in_registers ? 1 : k.loop) * t.cost.iteration_latency_us;
+  const bool waits_once = k.stages > 1 || k.preloaded || k.library || k.loads_in_registers;
+  k.latency_us = static_cast<double>(waits_once ? 1 : k.loop) * t.cost.iteration_latency_us;
   k.time_us = throughput_s * 1e6 + (k.stages > 1 ? 0 : k.barrier_us) + k.latency_us + k.launch_us;
   return k;
 }

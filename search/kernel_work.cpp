@@ -356,9 +356,9 @@ bool kept_across_loop(const Graph& body, const Node& nd, OpKind kind, std::span<
 // loads, accumulators, elementwise ops and saves whose statements read tiles of their result's shape or of one
 // element (which every thread holds); every loop tile's iterations fit registers (targets::loop_loads_fit_registers),
 // none is moved by the copy engine (which takes the pipelined loads, of whole 16-byte rows, of the program's own
-// inputs where the target has one), and the tiles fit the registers' rule together. Such a loop loads all its iterations' tiles at once and folds
-// them with no shared memory and no barrier (H100, ncu: a one-row combine costs ~0.06 us an iteration,
-// bench/notes-fast-kernels-2.md, session 20).
+// inputs where the target has one), and the tiles fit the registers' rule together. Such a loop loads all its
+// iterations' tiles at once and folds them with no shared memory and no barrier (H100, ncu: a one-row combine costs
+// ~0.06 us an iteration, bench/notes-fast-kernels-2.md, session 20).
 bool folds_in_elements(const Graph& g, const Node& n, const Graph& body, int64_t threads, const targets::Target& t) {
   const ir::BlockParams& p = body.block_params();
   if (p.loop < 2 || threads % t.execution.warp_size != 0) return false;
@@ -427,8 +427,9 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bo
 // registers had it at 61 against 69 for the one-task form, which runs 34).
 Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
   Work w = block_work_rows(g, n, t, true);
-  if (w.row_register_peak > 0 &&
-      !targets::register_tiles_fit(t, w.row_register_peak, std::min(w.row_register_peak, t.registers.max_regs_per_thread / 3)))
+  // Each row tile alone is within a third of the registers already (held_in_rows): only their sum is judged here.
+  const int64_t peak = w.row_register_peak;
+  if (peak > 0 && !targets::register_tiles_fit(t, peak, std::min(peak, t.registers.max_regs_per_thread / 3)))
     return block_work_rows(g, n, t, false);
   return w;
 }
@@ -539,7 +540,6 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bo
     }
     bool epi = false;
     for (ir::TensorId o : ops) epi = epi || after[o];
-    const bool once = epi;
     int64_t d = 0;
     // In the epilogue, levels count from the accumulators' final values (a loop-side operand is long
     // written).
@@ -549,25 +549,26 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bo
     const Flops f = op_flops(nd.op, in, out, t);
     const bool rows = rows_allowed && nd.num_results == 1 &&
                       held_in_rows(nd, kind, ops, in, out[0], f, in_rows, warps, k.threads, t);
-    if (rows && kind == OpKind::Reduce) k.row_reductions_per_block += once ? 1 : p.loop;
+    if (rows && kind == OpKind::Reduce) k.row_reductions_per_block += epi ? 1 : p.loop;
     // Kept in registers across the loop (a matmul's accumulators, a reduction's folds), or the accumulator of such a
     // result: no barrier level of its own; the reduction still reads its tile each iteration.
-    const bool across = !once && nd.num_results == 1 &&
+    const bool across = !epi && nd.num_results == 1 &&
                         kept_across_loop(body, nd, kind, in, out[0], f, readers, p.loop, warps, k.threads, t);
-    const bool across_acc = !once && kind == OpKind::Accum && !ops.empty() && in_loop_regs[ops[0]];
+    const bool across_acc = !epi && kind == OpKind::Accum && !ops.empty() && in_loop_regs[ops[0]];
     const Folding fold = rows || across_acc ? Folding::none : folding(body, nd, kind, readers);
     const bool elements = !rows && !across && !across_acc && fold == Folding::none &&
-                          (k.loads_in_registers || held_in_elements(body, nd, kind, out[0], readers, p.loop, k.threads, t));
+                          (k.loads_in_registers ||
+                           held_in_elements(body, nd, kind, out[0], readers, p.loop, k.threads, t));
     // A fold's arithmetic (with a unary folded into its reads) is a thread's own, at the registers' rate.
     bool feeds_fold = false;
-    if (!once && fold == Folding::into_reader) {
+    if (!epi && fold == Folding::into_reader) {
       const Node& reader = *readers[body.result(nd)][0];
       const auto rin = types_of(body, body.operands(reader));
       const auto rout = result_types(body, reader);
       feeds_fold = kept_across_loop(body, reader, ir::op_info(reader.op).kind, rin, rout[0],
                                     op_flops(reader.op, rin, rout, t), readers, p.loop, warps, k.threads, t);
     }
-    add_flops(w, f, blocks * static_cast<double>(once ? 1 : p.loop),
+    add_flops(w, f, blocks * static_cast<double>(epi ? 1 : p.loop),
               rows || across || across_acc || feeds_fold || elements, t);
     if (!rows && !across && !across_acc && !elements && fold == Folding::none && !scaled_after)
       for (const auto& o : out) smem += static_cast<double>(o.numel() * ir::dtype_bytes(kComputeType));

@@ -113,9 +113,12 @@ bool pipeline(Kernel& k, const LoweredProgram& p, const targets::Target& target)
   for (const Stmt& s : k.body)
     if (asynchronous(s, k, p)) stage_bytes += k.tiles[static_cast<size_t>(s.dst)].bytes();
   const int64_t blocks = k.grid[0] * k.grid[1] * k.grid[2];
+  const bool prologue_loads =
+      std::any_of(k.prologue.begin(), k.prologue.end(), [&](const Stmt& s) { return asynchronous(s, k, p); });
   for (int64_t stages = targets::pipeline_stages(target, blocks, threads(k), assign_offsets(k), stage_bytes, k.loop);
        stages >= 2; --stages) {
     for (const bool early : {true, false}) {
+      if (early && !prologue_loads) continue;  // the same kernel as the plain order
       Kernel staged = staged_copy(k, p, stages, early);
       if (costs_nothing(k, staged, target)) {
         k = std::move(staged);
