@@ -304,18 +304,35 @@ class Interpreter {
     }
     // acc_rescale_sum(x, m) = sum_t x_t * exp(m_t - M), M = max_t m_t, computed online:
     //   M' = max(M, m_t);  S' = S * exp(M - M') + x_t * exp(m_t - M').
+    // Where stores round (device precision), M' is held in m's element type, as the lowering holds it: the first
+    // iteration's S = x_0 * exp(m_0 - M'), M' = m_0 so held. The sums are then relative to exactly the max that a
+    // block saves beside them (acc_max(m), rounded to the same type when stored), and a split-KV combine's
+    // rescaling exp(M_i - M) does not carry the max's rounding: an f16 max of QK-norm logits near 50 is off by up
+    // to 2^-6 (1.6% of a partial's weight, which does not cancel between the splits). In exact arithmetic the
+    // function is the same (numerator and denominator of a softmax carry the same factor).
     const Arr& m = *ins[1];
+    bool hold = false;
+    if constexpr (requires { d_.rounds_stores(); }) hold = d_.rounds_stores();
+    auto held = [&](V v) {
+      if constexpr (requires { d_.rounds_stores(); })
+        if (hold) return d_.stored(v, m.type.dtype);
+      return v;
+    };
     if (first) {
       acc = make_array(x.type, d_.constant(0));
       run_max = m;
-      detail::for_each_broadcast(x.type, x.type, m.type, [&](int64_t o, int64_t, int64_t) {
-        acc.data[static_cast<size_t>(o)] = x.data[static_cast<size_t>(o)];
+      for (V& v : run_max.data) v = held(v);
+      detail::for_each_broadcast(x.type, x.type, m.type, [&](int64_t o, int64_t, int64_t im) {
+        auto so = static_cast<size_t>(o), sm = static_cast<size_t>(im);
+        acc.data[so] = hold ? d_.binary(FieldSem::Mul, x.data[so],
+                                        d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, m.data[sm], run_max.data[sm]), 0))
+                            : x.data[so];
       });
       return;
     }
     Arr new_max = run_max;
     for (size_t i = 0; i < new_max.data.size(); ++i)
-      new_max.data[i] = d_.binary(FieldSem::Max, run_max.data[i], m.data[i]);
+      new_max.data[i] = held(d_.binary(FieldSem::Max, run_max.data[i], m.data[i]));
     detail::for_each_broadcast(x.type, x.type, m.type, [&](int64_t o, int64_t, int64_t im) {
       auto so = static_cast<size_t>(o), sm = static_cast<size_t>(im);
       V keep = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, run_max.data[sm], new_max.data[sm]), 0);

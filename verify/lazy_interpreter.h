@@ -399,12 +399,28 @@ class LazyInterpreter {
     // row max broadcast over a 64-wide output row would otherwise cost 128 exps per row and iteration).
     V* keep_f = alloc(m_width);
     V* add_f = alloc(m_width);
+    // Where stores round, the running max is held in m's element type (the eager interpreter's accumulate()).
+    bool hold = false;
+    if constexpr (requires { d_.rounds_stores(); }) hold = d_.rounds_stores();
+    auto held = [&](V v) {
+      if constexpr (requires { d_.rounds_stores(); })
+        if (hold) return d_.stored(v, mt.dtype);
+      return v;
+    };
+    if (hold) {
+      Row m0 = brow(iteration(0), ops[1], mr);
+      for (int32_t c : m_cols) {
+        run_max[c] = held(m0[c]);
+        add_f[c] = un(full, OpCode::exp, d_.binary(FieldSem::Sub, m0[c], run_max[c]), 0);
+      }
+      for (int32_t c : cols) acc[c] = bin(full, FieldSem::Mul, acc[c], add_f[m_scalar_row ? 0 : c]);
+    }
     for (int64_t t = 1; t < loop; ++t) {
       Frame& it = iteration(t);
       Row m = brow(it, ops[1], mr);
       Row x = brow(it, ops[0], r);
       for (int32_t c : m_cols) {
-        new_max[c] = d_.binary(FieldSem::Max, run_max[c], m[c]);
+        new_max[c] = held(d_.binary(FieldSem::Max, run_max[c], m[c]));
         keep_f[c] = un(full, OpCode::exp, d_.binary(FieldSem::Sub, run_max[c], new_max[c]), 0);
         add_f[c] = un(full, OpCode::exp, d_.binary(FieldSem::Sub, m[c], new_max[c]), 0);
       }

@@ -384,12 +384,12 @@ class Emitter {
         return;
       case StmtKind::Accumulate:
         if (s.op == ir::OpCode::acc_rescale_sum)
-          line(in + "mg::acc_rescale_sum<" + S(s.dst) + ", " + S(s.b) + ", " + S(s.state) + ">(" + t(s.dst) + ", " +
-                   t(s.state) + ", " + t(s.a) + ", " + t(s.b) + ", it == 0);",
+          line(in + "mg::acc_rescale_sum<" + S(s.dst) + ", " + S(s.b) + ", " + S(s.state) + ", " + storage(s.held) +
+                   ">(" + t(s.dst) + ", " + t(s.state) + ", " + t(s.a) + ", " + t(s.b) + ", " + first_iteration() + ");",
                origin);
         else
           line(in + "mg::" + std::string(ir::op_name(s.op)) + "<" + S(s.dst) + ">(" + t(s.dst) + ", " + t(s.a) +
-                   ", it == 0);",
+                   ", " + first_iteration() + ");",
                origin);
         return;
     }
@@ -430,11 +430,13 @@ class Emitter {
         return;
       case StmtKind::Accumulate:
         if (s.op == ir::OpCode::acc_rescale_sum)
-          line(in + "mg::regs_acc_rescale_sum(" + dst + ", " + tile_ref(k, s.state) + ", " + x(s.a) + ", " + x(s.b) +
-                   ", it == 0);",
+          line(in + "mg::regs_acc_rescale_sum<" + storage(s.held) + ">(" + dst + ", " + tile_ref(k, s.state) + ", " +
+                   x(s.a) + ", " + x(s.b) + ", " + first_iteration() + ");",
                origin);
         else
-          line(in + "mg::regs_" + std::string(ir::op_name(s.op)) + "(" + dst + ", " + x(s.a) + ", it == 0);", origin);
+          line(in + "mg::regs_" + std::string(ir::op_name(s.op)) + "(" + dst + ", " + x(s.a) + ", " + first_iteration() +
+                   ");",
+               origin);
         return;
       case StmtKind::Store: {
         std::string mask;
@@ -593,6 +595,8 @@ class Emitter {
   std::vector<std::string> origin_;
   std::string last_text_;
   std::string iter_ = "0";  // the iteration the statement being emitted works on (see tile_ref)
+  // Whether that iteration is the first: an accumulator's statement outside the loop (a one-iteration block's) is.
+  std::string first_iteration() const { return iter_ == "0" ? "true" : iter_ + " == 0"; }
 };
 
 }  // namespace

@@ -421,17 +421,16 @@ class Machine {
       for (size_t e = 0; e < wide.size(); ++e) wide[e] = m[row_of(e)];
       m = std::move(wide);
     }
-    if (it_ == 0) {
-      put(s.dst, x, s);
-      put(s.state, m, s);
-      return;
-    }
-    std::vector<float> acc = get(s.dst, s), run = get(s.state, s);
+    // The running max is held in m's element type (Stmt::held).
+    auto held = [&](float v) { return static_cast<float>(ir::round_to_dtype(v, s.held)); };
+    const bool first = it_ == 0;
+    std::vector<float> acc = first ? std::vector<float>(x.size()) : get(s.dst, s);
+    std::vector<float> run = first ? m : get(s.state, s);
     std::vector<float> next(run.size());
-    for (size_t j = 0; j < run.size(); ++j) next[j] = max_of(run[j], m[j]);
+    for (size_t j = 0; j < run.size(); ++j) next[j] = held(first ? m[j] : max_of(run[j], m[j]));
     for (size_t e = 0; e < acc.size(); ++e) {
       const size_t j = per_element ? e : row_of(e);
-      acc[e] = acc[e] * std::exp(run[j] - next[j]) + x[e] * std::exp(m[j] - next[j]);
+      acc[e] = (first ? 0.0f : acc[e] * std::exp(run[j] - next[j])) + x[e] * std::exp(m[j] - next[j]);
     }
     put(s.dst, acc, s);
     put(s.state, next, s);

@@ -256,7 +256,8 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
                            : "");
     case StmtKind::Concat: return t(s.dst) + " = concat(" + t(s.a) + ", " + t(s.b) + ", dim=" + std::to_string(s.dim) + ")";
     case StmtKind::Accumulate:
-      return t(s.dst) + " = " + op + "(" + t(s.a) + (s.b >= 0 ? ", " + t(s.b) + ", max " + t(s.state) : "") + ")";
+      return t(s.dst) + " = " + op + "(" + t(s.a) + (s.b >= 0 ? ", " + t(s.b) + ", max " + t(s.state) : "") + ")" +
+             (s.b >= 0 && s.held != ir::DType::f32 ? "  # max held as " + std::string(ir::dtype_name(s.held)) : "");
     case StmtKind::Barrier: return "barrier";
     case StmtKind::AsyncWait: return "async_wait pending " + std::to_string(s.pending);
     case StmtKind::Publish: return t(s.dst) + " = publish(" + t(s.a) + ")";

@@ -153,6 +153,9 @@ struct Stmt {
   int dst = -1;                       // tile written (all but Store and Barrier)
   int a = -1, b = -1;                 // tiles read (Store: a is stored; Accumulate: a = x, b = m)
   int state = -1;                     // Accumulate acc_rescale_sum: the running max, shaped like b
+  // Accumulate acc_rescale_sum: the type the running max is held in, m's element type (verify/interpreter.h,
+  // accumulate: the sums are relative to the max rounded as a saved acc_max of the same m is).
+  ir::DType held = ir::DType::f32;
   int tensor = -1;                    // Load/Store: index into LoweredProgram::tensors
   std::vector<Affine> origin;         // Load/Store: one per dim of the tensor
   uint32_t mask = 0;                  // Load/Store: bit d set when dim d needs a bounds check

@@ -194,8 +194,12 @@ class BlockLowering {
         return;
       }
       case OpKind::Accum: {
-        if (!looping() || fused_into_acc(g_.node(g_.tensor(ops[0]).producer))) {
-          tile_[r] = in(0);  // one iteration: the accumulator is its operand; fused matmul: already the acc tile
+        // One iteration: the accumulator is its operand, but for an acc_rescale_sum whose max is held in a narrower
+        // type than f32 (its sums are relative to the rounded max, see Stmt::held). Fused matmul: already the acc
+        // tile.
+        const bool held_narrow = n.op == OpCode::acc_rescale_sum && g_.type(ops[1]).dtype != ir::DType::f32;
+        if ((!looping() && !held_narrow) || fused_into_acc(g_.node(g_.tensor(ops[0]).producer))) {
+          tile_[r] = in(0);
           return;
         }
         tile_[r] = new_tile(names_[r], ir::DType::f32, g_.type(r).shape(), from);
@@ -205,8 +209,9 @@ class BlockLowering {
         if (n.op == OpCode::acc_rescale_sum) {
           s.b = in(1);
           s.state = new_tile(names_[r] + "_max", ir::DType::f32, g_.type(ops[1]).shape(), from);
+          s.held = g_.type(ops[1]).dtype;
         }
-        stmts[kBody].push_back(std::move(s));
+        stmts[looping() ? kBody : static_cast<int>(ir::BlockSection::prologue)].push_back(std::move(s));
         return;
       }
       case OpKind::Norm: {

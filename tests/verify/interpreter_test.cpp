@@ -146,5 +146,43 @@ TEST(Interpreter, RmsNormFollowsItsDefinition) {
   }
 }
 
+// A block that saves an online-softmax sum and the max it is relative to (a split-KV kernel's partial results): in
+// device precision the saved sum is relative to exactly the saved (f16-rounded) max, so that a combine rescaling by
+// exp(saved max - overall max) carries only the sum's own rounding. Logits near 50 make the max's rounding (up to
+// 2^-6) cost 1.6% of the sum where it does not hold.
+TEST(Interpreter, OnlineSoftmaxSumsAreRelativeToTheSavedMax) {
+  const char* src = R"(kernel k(X: f16[4,64]) {
+  Mx, La = block(X) grid=[4,1,1] threads=32 loop=2 {
+    x = iter(X, imap=[0,-,-], fmap=1)
+    y = mul_scalar(x, s=50.3)
+    m = reduce_max(y, dim=1)
+    d = sub(y, m)
+    e = exp(d)
+    l = reduce_sum(e, dim=1)
+    mx = acc_max(m)
+    la = acc_rescale_sum(l, m)
+    save(mx, omap=[0,-,-])
+    save(la, omap=[0,-,-])
+  }
+  return Mx, La
+}
+)";
+  ir::Module m = ir::parse_module(src, "test.mg");
+  std::vector<FloatArray> x = random_inputs(m.programs[0], 3);
+  std::vector<FloatArray> out = eval_float(m.programs[0], x, Precision::device);
+  int rounded_max = 0;
+  for (int r = 0; r < 4; ++r) {
+    float max = -INFINITY;
+    for (int c = 0; c < 64; ++c) max = std::max(max, static_cast<float>(x[0].data[static_cast<size_t>(r * 64 + c)] * 50.3f));
+    const double saved_max = out[0].data[static_cast<size_t>(r)];
+    rounded_max += saved_max != max;
+    double sum = 0;
+    for (int c = 0; c < 64; ++c)
+      sum += std::exp(static_cast<double>(static_cast<float>(x[0].data[static_cast<size_t>(r * 64 + c)] * 50.3f)) - saved_max);
+    EXPECT_NEAR(out[1].data[static_cast<size_t>(r)] / sum, 1.0, 1e-3) << "row " << r;
+  }
+  EXPECT_GT(rounded_max, 0);  // the max's storage rounding is there to be held
+}
+
 }  // namespace
 }  // namespace morgana::verify

@@ -102,6 +102,14 @@ __device__ __forceinline__ To convert(From x) {
   return Convert<To, From>::cvt(x);
 }
 
+// x as a value of type H holds it (rounded to nearest): the running max of an online-softmax accumulator is held in
+// its max's element type, so that its sums are relative to exactly the max a block saves beside them (see
+// verify/interpreter.h, accumulate).
+template <class H>
+__device__ __forceinline__ float held(float x) {
+  return to_f32(from_f32<H>(x));
+}
+
 // The max of the reference interpreter: a NaN in the running value stays.
 __device__ __forceinline__ float max_nan(float a, float b) { return (a != a || a >= b) ? a : b; }
 
@@ -1285,7 +1293,7 @@ __device__ __forceinline__ void regs_acc_max(F& acc, const X& x, bool first) {
 
 // The online-softmax accumulator (mg::acc_rescale_sum) on registers, its running max a row vector beside it: the
 // two scale factors are computed once per row value the thread holds, not per element.
-template <class F, class R, class X, class Mx>
+template <class H, class F, class R, class X, class Mx>
 __device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X& x, const Mx& m, bool first) {
   typedef typename F::atom Atom;
   typedef typename R::Tiling RT;
@@ -1299,9 +1307,9 @@ __device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X
     for (int v = 0; v < Atom::c_values; ++v) {
       const int e = held_element<Atom, typename R::shape, 1>(task, 0, v, lane);
       const float mj = at(m, i, 0, v, unflatten<typename R::shape>(e)), old = run_max.acc[i][0][v];
-      const float next = first ? mj : max_nan(old, mj);
+      const float next = held<H>(first ? mj : max_nan(old, mj));
       alpha[v] = first ? 0.0f : fast_exp(old - next);
-      beta[v] = first ? 1.0f : fast_exp(mj - next);
+      beta[v] = fast_exp(mj - next);
       run_max.acc[i][0][v] = next;
     }
 #pragma unroll
@@ -1310,7 +1318,7 @@ __device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X
       for (int v = 0; v < Atom::c_values; ++v) {
         const int e = held_element<Atom, typename F::shape, F::atoms_n>(task, j, v, lane);
         const float y = at(x, i, j, v, unflatten<typename F::shape>(e));
-        acc.acc[i][j][v] = first ? y : acc.acc[i][j][v] * alpha[v] + y * beta[v];
+        acc.acc[i][j][v] = first ? y * beta[v] : acc.acc[i][j][v] * alpha[v] + y * beta[v];
       }
   }
 }
@@ -1783,7 +1791,7 @@ __device__ __forceinline__ void regs_acc_max(Elements<S, N, R>& acc, const X& x,
 }
 // The online-softmax accumulator on Elements, its running max one per element (run_max, the same layout): only
 // the thread that holds an element reads or writes its state.
-template <class S, int N, int R, class X, class M>
+template <class H, class S, int N, int R, class X, class M>
 __device__ __forceinline__ void regs_acc_rescale_sum(Elements<S, N, R>& acc, Elements<S, N, R>& run_max, const X& x,
                                                      const M& m, bool first) {
   typedef Elements<S, N, R> E;
@@ -1794,10 +1802,11 @@ __device__ __forceinline__ void regs_acc_rescale_sum(Elements<S, N, R>& acc, Ele
 #pragma unroll
     for (int u = 0; u < E::V; ++u) {
       if (first) {
-        acc.v[j][u] = y[u];
-        run_max.v[j][u] = mj[u];
+        const float next = held<H>(mj[u]);
+        acc.v[j][u] = y[u] * fast_exp(mj[u] - next);
+        run_max.v[j][u] = next;
       } else {
-        const float old = run_max.v[j][u], next = max_nan(old, mj[u]);
+        const float old = run_max.v[j][u], next = held<H>(max_nan(old, mj[u]));
         acc.v[j][u] = acc.v[j][u] * fast_exp(old - next) + y[u] * fast_exp(mj[u] - next);
         run_max.v[j][u] = next;
       }
@@ -1864,38 +1873,41 @@ __device__ __forceinline__ void acc_max(float* acc, const T* x, bool first) {
   for (int e = threadIdx.x; e < S::size; e += blockDim.x) acc[e] = first ? to_f32(x[e]) : max_nan(acc[e], to_f32(x[e]));
 }
 
-// The online-softmax accumulator: with M the running max of m (shape SM, broadcast to S) and M' = max(M, m),
-// acc = acc * exp(M - M') + x * exp(m - M'), then M = M'. The running max has shape SR: SM (one per row of m, which
+// The online-softmax accumulator: with M the running max of m (shape SM, broadcast to S) and M' = max(M, m) held in
+// H (m's element type; the first iteration's M' = m so held), acc = acc * exp(M - M') + x * exp(m - M'), then
+// M = M'. The running max has shape SR: SM (one per row of m, which
 // several threads read before one rewrites it: a barrier inside), or S (lowering: pass own_accumulator_state; one
 // per accumulator element, which only its thread touches: no barrier).
-template <class S, class SM, class SR, class T, class TM>
+template <class S, class SM, class SR, class H, class T, class TM>
 __device__ __forceinline__ void acc_rescale_sum(float* acc, float* run_max, const T* x, const TM* m, bool first) {
   if constexpr (SR::size == S::size) {
     for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
       const float mj = to_f32(m[broadcast_offset<SM>(unflatten<S>(e))]);
       if (first) {
-        acc[e] = to_f32(x[e]);
-        run_max[e] = mj;
+        const float next = held<H>(mj);
+        acc[e] = to_f32(x[e]) * fast_exp(mj - next);
+        run_max[e] = next;
       } else {
-        const float old = run_max[e], next = max_nan(old, mj);
+        const float old = run_max[e], next = held<H>(max_nan(old, mj));
         acc[e] = acc[e] * fast_exp(old - next) + to_f32(x[e]) * fast_exp(mj - next);
         run_max[e] = next;
       }
     }
-    return;
+  } else {
+    for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
+      const int j = broadcast_offset<SM>(unflatten<S>(e));
+      const float mj = to_f32(m[j]);
+      if (first) {
+        acc[e] = to_f32(x[e]) * fast_exp(mj - held<H>(mj));
+      } else {
+        const float old = run_max[j], next = held<H>(max_nan(old, mj));
+        acc[e] = acc[e] * fast_exp(old - next) + to_f32(x[e]) * fast_exp(mj - next);
+      }
+    }
+    if (!first) __syncthreads();  // every thread has read the old maxima before they change
+    for (int e = threadIdx.x; e < SM::size; e += blockDim.x)
+      run_max[e] = held<H>(first ? to_f32(m[e]) : max_nan(run_max[e], to_f32(m[e])));
   }
-  if (first) {
-    for (int e = threadIdx.x; e < S::size; e += blockDim.x) acc[e] = to_f32(x[e]);
-    for (int e = threadIdx.x; e < SM::size; e += blockDim.x) run_max[e] = to_f32(m[e]);
-    return;
-  }
-  for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
-    const int j = broadcast_offset<SM>(unflatten<S>(e));
-    const float mj = to_f32(m[j]), old = run_max[j], next = max_nan(old, mj);
-    acc[e] = acc[e] * fast_exp(old - next) + to_f32(x[e]) * fast_exp(mj - next);
-  }
-  __syncthreads();  // every thread has read the old maxima before they change
-  for (int e = threadIdx.x; e < SM::size; e += blockDim.x) run_max[e] = max_nan(run_max[e], to_f32(m[e]));
 }
 
 }  // namespace mg

@@ -157,7 +157,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) cand_k0_M(const mg::f16* __
     mg::regs_acc_max(r_Mx, mg::smem<S_m>(t_m), it == 0);
     __syncthreads();
     // La = acc_rescale_sum(l, m)  [tests/verify/catalogue/true/07_online_softmax.mg:16:10]
-    mg::regs_acc_rescale_sum(r_La, r_La_max, mg::smem<S_l>(t_l), mg::smem<S_m>(t_m), it == 0);
+    mg::regs_acc_rescale_sum<mg::f16>(r_La, r_La_max, mg::smem<S_l>(t_l), mg::smem<S_m>(t_m), it == 0);
   }
   // save(Mx, omap=[0,-,-])  [tests/verify/catalogue/true/07_online_softmax.mg:17:5]
   mg::store_elems<mg::Global<1, 1, 4, 1, 0, 0, 1, 1>, 0, 0>(g_M, r_Mx, 0, 0, bx, 0);
