@@ -136,6 +136,28 @@ TEST(Search, GeneratesSplitKvWhoseGridAlsoCutsTheHeads) {
   EXPECT_EQ(count(example, "fmap=2)"), 4) << example;  // K's keys, then the three partial results' splits
 }
 
+// A split-KV form whose grid leaves each head's rows whole stacks its partial results along the last free dim, not
+// along the rows: its combine can then give every row its own block and walk the splits (along the rows, the
+// splits would be the rows' outer part, which no combine grid cuts row by row).
+TEST(Search, SplitKvWithWholeRowsCombinesRowByRow) {
+  Generator gen(spec("attention_heads_small"), h200(), small());
+  std::atomic<bool> stop{false};
+  int row_combines = 0, rows_stacked = 0;
+  for (size_t task = 0; task < gen.num_tasks(); ++task) {
+    GenStats stats;
+    gen.explore(task, stats, [&](Candidate&& c) {
+      const std::string text = ir::print(c.graph);
+      if (count(text, "= block(") != 2 || count(text, "iter(Q, imap=[0,-,-])") != 1 ||
+          count(text, "iter(K, imap=[0,2,-], fmap=2)") != 1)
+        return;
+      rows_stacked += count(text, "omap=[0,1,-])") >= 3 && count(text, "save(") == 4;
+      row_combines += count(text, "omap=[0,2,-])") == 3 && count(text, "grid=[8,64,1]") == 1;
+    }, stop);
+  }
+  EXPECT_GT(row_combines, 0);
+  EXPECT_EQ(rows_stacked, 0);
+}
+
 TEST(Search, ThreadCountDoesNotChangeTheAnswer) {
   SearchResult one = search(spec("gated_mlp_small"), h200(), small(1));
   SearchResult two = search(spec("gated_mlp_small"), h200(), small(2));
