@@ -544,8 +544,9 @@ int cmd_optimize(const std::vector<std::string>& args) {
       "combines the n files")(
       "no-cache", po::bool_switch(), "neither read nor write the result cache ($XDG_CACHE_HOME/morgana)")(
       "measure", po::bool_switch(),
-      "on a machine with the target's GPU: compile, check and time the top candidates there and choose the fastest "
-      "(elsewhere the cost model decides, and the report says why)")(
+      "on a machine with the target's GPU: compile, check and time the best candidate of each form, then the next "
+      "best, there and choose the fastest (elsewhere the cost model decides, and the report says why); the search "
+      "keeps 4x --measure-top candidates unless --top is given")(
       "measure-top", po::value<int>()->default_value(MeasureOptions{}.top), "candidates --measure times")(
       "device", po::value<int>()->default_value(0), "CUDA device --measure runs on")(
       "no-abstract-pruning", po::bool_switch(), "keep prefixes the abstract expressions would prune (slow; to "
@@ -596,6 +597,9 @@ int cmd_optimize(const std::vector<std::string>& args) {
   const bool measure = vm["measure"].as<bool>();
   MeasureOptions mo;
   mo.top = at_least("measure-top", 1);
+  // --measure times the best candidate of each form first (choose_finalists): the search keeps four times as many
+  // to find them among, unless --top says how many.
+  if (measure && vm["top"].defaulted()) so.top = std::max(so.top, 4 * mo.top);
   mo.device = at_least("device", 0);
   mo.seed = so.seed;
   if (!vm["quiet"].as<bool>()) mo.progress = [](const std::string& line) { std::cerr << line << "\n"; };

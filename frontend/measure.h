@@ -24,7 +24,7 @@ struct MeasureOptions {
 };
 
 struct MeasuredCandidate {
-  int rank = 0;  // 1-based, in the cost model's order
+  int rank = 0;  // 1-based, in the cost model's order (its index in the result's top is rank - 1)
   double estimate_us = 0;
   bool ok = false;      // compiled, loaded, checked and timed
   std::string problem;  // why not, when !ok
@@ -38,11 +38,23 @@ struct Measurement {
   std::string skipped;  // why nothing was measured (no driver, no GPU, another GPU); empty when measured
   std::string device;   // the GPU that measured, "NVIDIA H100 80GB HBM3 (device 0)"
   std::vector<MeasuredCandidate> rows;
-  int chosen = -1;  // index into rows (= into the result's top) of the fastest that passed; -1: none did
+  int chosen = -1;  // index into rows of the fastest that passed; -1: none did
 };
 
-// Compiles, checks and times the first `options.top` candidates of `result` (a search for `target`) on the local
-// GPU. Never throws for a candidate that fails: its row says why.
+// The form of a μGraph: which computations each of its kernels does, in launch order (a predefined op's name; a
+// block op's ops as a multiset, without its iterators, accumulators and saves); grids, loops, maps, tile sizes and
+// the order and accumulation of a block's ops aside. Two candidates of one form split the work into kernels alike.
+std::string candidate_form(const std::string& mugraph);
+
+// The candidates --measure times, as indices into result.top in rank order: the best-ranked candidate of each form
+// first, up to half of `count` (rounded up), then the best-ranked others until `count`. The cost model's errors are largely
+// errors about a form (its variants share them: qknorm_h8_d128_k1024's six best estimates were all one two-kernel
+// form, 14.2-16.9 us measured, while its split-KV flash form, ranked 7th, ran 11.1 us), so timing the best of
+// each form first asks the GPU about what the model can get wrong.
+std::vector<int> choose_finalists(const search::SearchResult& result, int count);
+
+// Compiles, checks and times `options.top` candidates of `result` (a search for `target`; choose_finalists) on the
+// local GPU. Never throws for a candidate that fails: its row says why.
 Measurement measure_candidates(const search::SearchResult& result, const targets::Target& target,
                                const MeasureOptions& options);
 
