@@ -154,7 +154,8 @@ struct Stmt {
   int a = -1, b = -1;                 // tiles read (Store: a is stored; Accumulate: a = x, b = m)
   int state = -1;                     // Accumulate acc_rescale_sum: the running max, shaped like b
   // Accumulate acc_rescale_sum: the type the running max is held in, m's element type (verify/interpreter.h,
-  // accumulate: the sums are relative to the max rounded as a saved acc_max of the same m is).
+  // accumulate: the sums are relative to the max rounded as a saved acc_max of the same m is); f32 (nothing to
+  // round) where m is loaded from a tensor of that type, whose values it already holds.
   ir::DType held = ir::DType::f32;
   int tensor = -1;                    // Load/Store: index into LoweredProgram::tensors
   std::vector<Affine> origin;         // Load/Store: one per dim of the tensor

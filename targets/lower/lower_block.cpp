@@ -194,10 +194,16 @@ class BlockLowering {
         return;
       }
       case OpKind::Accum: {
-        // One iteration: the accumulator is its operand, but for an acc_rescale_sum whose max is held in a narrower
-        // type than f32 (its sums are relative to the rounded max, see Stmt::held). Fused matmul: already the acc
-        // tile.
-        const bool held_narrow = n.op == OpCode::acc_rescale_sum && g_.type(ops[1]).dtype != ir::DType::f32;
+        // An acc_rescale_sum's running max is held in its max's element type (Stmt::held), but a max loaded from a
+        // tensor of that type (a split-KV combine's) already is one of its values, and so is every max of them:
+        // holding it would only cost two conversions an element and iteration.
+        const bool loaded_max = n.op == OpCode::acc_rescale_sum &&
+                                ir::op_info(g_.node(g_.tensor(ops[1]).producer).op).kind == OpKind::Iter;
+        const ir::DType held =
+            n.op == OpCode::acc_rescale_sum && !loaded_max ? g_.type(ops[1]).dtype : ir::DType::f32;
+        // One iteration: the accumulator is its operand, but for an acc_rescale_sum whose max is held narrower than
+        // f32 (its sums are relative to the rounded max). Fused matmul: already the acc tile.
+        const bool held_narrow = held != ir::DType::f32;
         if ((!looping() && !held_narrow) || fused_into_acc(g_.node(g_.tensor(ops[0]).producer))) {
           tile_[r] = in(0);
           return;
@@ -209,7 +215,7 @@ class BlockLowering {
         if (n.op == OpCode::acc_rescale_sum) {
           s.b = in(1);
           s.state = new_tile(names_[r] + "_max", ir::DType::f32, g_.type(ops[1]).shape(), from);
-          s.held = g_.type(ops[1]).dtype;
+          s.held = held;
         }
         stmts[looping() ? kBody : static_cast<int>(ir::BlockSection::prologue)].push_back(std::move(s));
         return;

@@ -102,14 +102,6 @@ __device__ __forceinline__ To convert(From x) {
   return Convert<To, From>::cvt(x);
 }
 
-// x as a value of type H holds it (rounded to nearest): the running max of an online-softmax accumulator is held in
-// its max's element type, so that its sums are relative to exactly the max a block saves beside them (see
-// verify/interpreter.h, accumulate).
-template <class H>
-__device__ __forceinline__ float held(float x) {
-  return to_f32(from_f32<H>(x));
-}
-
 // The max of the reference interpreter: a NaN in the running value stays.
 __device__ __forceinline__ float max_nan(float a, float b) { return (a != a || a >= b) ? a : b; }
 
@@ -126,6 +118,24 @@ __device__ __forceinline__ float fast_exp(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
   return y;
 #endif
+}
+
+// x as a value of type H holds it (rounded to nearest): the running max of an online-softmax accumulator is held in
+// its max's element type, so that its sums are relative to exactly the max a block saves beside them (see
+// verify/interpreter.h, accumulate).
+template <class H>
+__device__ __forceinline__ float held(float x) {
+  return to_f32(from_f32<H>(x));
+}
+// The factor exp(m - held m) that puts the first iteration's sums on the held max: 1 where nothing is rounded (a
+// max held in f32: lowering says so for maxima loaded from a tensor of their type, already its values).
+template <class H>
+__device__ __forceinline__ float held_scale(float m, float h) {
+  return fast_exp(m - h);
+}
+template <>
+__device__ __forceinline__ float held_scale<float>(float, float) {
+  return 1.0f;
 }
 
 // The kernel runs exactly N threads per block in x (the launch's block size, from the kernel IR): the compiler then
@@ -1309,7 +1319,7 @@ __device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X
       const float mj = at(m, i, 0, v, unflatten<typename R::shape>(e)), old = run_max.acc[i][0][v];
       const float next = held<H>(first ? mj : max_nan(old, mj));
       alpha[v] = first ? 0.0f : fast_exp(old - next);
-      beta[v] = fast_exp(mj - next);
+      beta[v] = first ? held_scale<H>(mj, next) : fast_exp(mj - next);
       run_max.acc[i][0][v] = next;
     }
 #pragma unroll
@@ -1803,7 +1813,7 @@ __device__ __forceinline__ void regs_acc_rescale_sum(Elements<S, N, R>& acc, Ele
     for (int u = 0; u < E::V; ++u) {
       if (first) {
         const float next = held<H>(mj[u]);
-        acc.v[j][u] = y[u] * fast_exp(mj[u] - next);
+        acc.v[j][u] = y[u] * held_scale<H>(mj[u], next);
         run_max.v[j][u] = next;
       } else {
         const float old = run_max.v[j][u], next = held<H>(max_nan(old, mj[u]));
@@ -1885,7 +1895,7 @@ __device__ __forceinline__ void acc_rescale_sum(float* acc, float* run_max, cons
       const float mj = to_f32(m[broadcast_offset<SM>(unflatten<S>(e))]);
       if (first) {
         const float next = held<H>(mj);
-        acc[e] = to_f32(x[e]) * fast_exp(mj - next);
+        acc[e] = to_f32(x[e]) * held_scale<H>(mj, next);
         run_max[e] = next;
       } else {
         const float old = run_max[e], next = held<H>(max_nan(old, mj));
@@ -1898,7 +1908,7 @@ __device__ __forceinline__ void acc_rescale_sum(float* acc, float* run_max, cons
       const int j = broadcast_offset<SM>(unflatten<S>(e));
       const float mj = to_f32(m[j]);
       if (first) {
-        acc[e] = to_f32(x[e]) * fast_exp(mj - held<H>(mj));
+        acc[e] = to_f32(x[e]) * held_scale<H>(mj, held<H>(mj));
       } else {
         const float old = run_max[j], next = held<H>(max_nan(old, mj));
         acc[e] = acc[e] * fast_exp(old - next) + to_f32(x[e]) * fast_exp(mj - next);
