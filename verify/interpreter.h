@@ -103,6 +103,24 @@ inline Around around(const TensorType& t, int dim) {
   return a;
 }
 
+// Whether domain d rounds stored values (the optional rounds_stores() of the contract above; false without it).
+template <class D>
+bool rounds_stores(const D& d) {
+  if constexpr (requires { d.rounds_stores(); })
+    return d.rounds_stores();
+  else
+    return false;
+}
+
+// v as the running max of an acc_rescale_sum over maxima of element type t holds it: rounded to t where d rounds
+// stores (Interpreter::accumulate says why), else v.
+template <class D, class V>
+V held_max(const D& d, const V& v, ir::DType t) {
+  if constexpr (requires { d.rounds_stores(); })
+    if (d.rounds_stores()) return d.stored(v, t);
+  return v;
+}
+
 }  // namespace detail
 
 // Origin of block `b`'s tile along each dim of a tensor split by `a.map` (and, for iterators, the for-loop in
@@ -311,17 +329,11 @@ class Interpreter {
     // to 2^-6 (1.6% of a partial's weight, which does not cancel between the splits). In exact arithmetic the
     // function is the same (numerator and denominator of a softmax carry the same factor).
     const Arr& m = *ins[1];
-    bool hold = false;
-    if constexpr (requires { d_.rounds_stores(); }) hold = d_.rounds_stores();
-    auto held = [&](V v) {
-      if constexpr (requires { d_.rounds_stores(); })
-        if (hold) return d_.stored(v, m.type.dtype);
-      return v;
-    };
+    const bool hold = detail::rounds_stores(d_);
     if (first) {
       acc = make_array(x.type, d_.constant(0));
       run_max = m;
-      for (V& v : run_max.data) v = held(v);
+      for (V& v : run_max.data) v = detail::held_max(d_, v, m.type.dtype);
       detail::for_each_broadcast(x.type, x.type, m.type, [&](int64_t o, int64_t, int64_t im) {
         auto so = static_cast<size_t>(o), sm = static_cast<size_t>(im);
         acc.data[so] = hold ? d_.binary(FieldSem::Mul, x.data[so],
@@ -332,7 +344,7 @@ class Interpreter {
     }
     Arr new_max = run_max;
     for (size_t i = 0; i < new_max.data.size(); ++i)
-      new_max.data[i] = held(d_.binary(FieldSem::Max, run_max.data[i], m.data[i]));
+      new_max.data[i] = detail::held_max(d_, d_.binary(FieldSem::Max, run_max.data[i], m.data[i]), m.type.dtype);
     detail::for_each_broadcast(x.type, x.type, m.type, [&](int64_t o, int64_t, int64_t im) {
       auto so = static_cast<size_t>(o), sm = static_cast<size_t>(im);
       V keep = d_.unary(OpCode::exp, d_.binary(FieldSem::Sub, run_max.data[sm], new_max.data[sm]), 0);

@@ -393,24 +393,17 @@ class LazyInterpreter {
     const int64_t m_width = last_dim(mt);
     bool m_scalar_row = m_width == 1;
     const Columns& m_cols = epilogue.cols[ops[1]];
-    V* run_max = alloc_copy(brow(iteration(0), ops[1], mr), m_width, m_cols);
+    const Row m0 = brow(iteration(0), ops[1], mr);
+    V* run_max = alloc_copy(m0, m_width, m_cols);
     V* new_max = alloc(m_width);
     // The two rescaling factors depend on the max column only: computed once per column, not per element (a
     // row max broadcast over a 64-wide output row would otherwise cost 128 exps per row and iteration).
     V* keep_f = alloc(m_width);
     V* add_f = alloc(m_width);
     // Where stores round, the running max is held in m's element type (the eager interpreter's accumulate()).
-    bool hold = false;
-    if constexpr (requires { d_.rounds_stores(); }) hold = d_.rounds_stores();
-    auto held = [&](V v) {
-      if constexpr (requires { d_.rounds_stores(); })
-        if (hold) return d_.stored(v, mt.dtype);
-      return v;
-    };
-    if (hold) {
-      Row m0 = brow(iteration(0), ops[1], mr);
+    if (detail::rounds_stores(d_)) {
       for (int32_t c : m_cols) {
-        run_max[c] = held(m0[c]);
+        run_max[c] = detail::held_max(d_, m0[c], mt.dtype);
         add_f[c] = un(full, OpCode::exp, d_.binary(FieldSem::Sub, m0[c], run_max[c]), 0);
       }
       for (int32_t c : cols) acc[c] = bin(full, FieldSem::Mul, acc[c], add_f[m_scalar_row ? 0 : c]);
@@ -420,7 +413,7 @@ class LazyInterpreter {
       Row m = brow(it, ops[1], mr);
       Row x = brow(it, ops[0], r);
       for (int32_t c : m_cols) {
-        new_max[c] = held(d_.binary(FieldSem::Max, run_max[c], m[c]));
+        new_max[c] = detail::held_max(d_, d_.binary(FieldSem::Max, run_max[c], m[c]), mt.dtype);
         keep_f[c] = un(full, OpCode::exp, d_.binary(FieldSem::Sub, run_max[c], new_max[c]), 0);
         add_f[c] = un(full, OpCode::exp, d_.binary(FieldSem::Sub, m[c], new_max[c]), 0);
       }
