@@ -46,6 +46,7 @@ const lower::Dialect& cuda_dialect() {
       .sqrt = "sqrtf",
       .rsqrt = "rsqrtf",
       .erf = "erff",
+      .exp_of_difference = "mg::fast_exp_diff",
   };
   return kCuda;
 }

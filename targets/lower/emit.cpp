@@ -231,6 +231,14 @@ class Emitter {
     for (const ElementMap& m : pre) steps.push_back(scalar_expr(m.op, m.scalar));
     if (!main.empty()) steps.push_back(main);
     for (const ElementMap& m : post) steps.push_back(scalar_expr(m.op, m.scalar));
+    // exp(x - y) in one function where the dialect has one: a fused multiply-add instead of a subtraction and a
+    // multiply, in the softmax's exponentials (the largest share of an attention kernel's non-matrix instructions).
+    const std::string difference = scalar_expr(ir::OpCode::sub, 0), exp_of_x = scalar_expr(ir::OpCode::exp, 0);
+    for (size_t i = 0; binary && !d_.exp_of_difference.empty() && i + 1 < steps.size(); ++i)
+      if (steps[i] == difference && steps[i + 1] == exp_of_x) {
+        steps[i] = std::string(d_.exp_of_difference) + "(x, y)";
+        steps.erase(steps.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      }
     std::string body;
     for (size_t i = 0; i + 1 < steps.size(); ++i) body += "x = " + steps[i] + "; ";
     return std::string(binary ? "[](float x, float y) { " : "[](float x) { ") + body + "return " +

@@ -50,6 +50,9 @@ struct Dialect {
   std::span<const std::string_view> matrix_ops;
   // Math functions of f32 arguments, used in elementwise expressions.
   std::string_view exp, sqrt, rsqrt, erf;
+  // exp(x - y) as one function of two arguments, for a subtraction whose next step is exp (the softmax's
+  // exp(s - max)); empty: the two steps are emitted apart.
+  std::string_view exp_of_difference;
 };
 
 struct GeneratedSource {

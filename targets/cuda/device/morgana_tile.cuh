@@ -102,8 +102,18 @@ __device__ __forceinline__ To convert(From x) {
   return Convert<To, From>::cvt(x);
 }
 
-// The max of the reference interpreter: a NaN in the running value stays.
-__device__ __forceinline__ float max_nan(float a, float b) { return (a != a || a >= b) ? a : b; }
+// The max of the reference interpreter: a NaN in either operand is the result. On the GPU one instruction
+// (max.NaN, sm_80 and later, every CUDA target morgana has: mma.sync needs the same), where the comparison and select
+// of the host's form are three: a row max is a chain of these.
+__device__ __forceinline__ float max_nan(float a, float b) {
+#ifdef MG_HOST_EMULATION
+  return (a != a || a >= b) ? a : b;
+#else
+  float y;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+  return y;
+#endif
+}
 
 // exp(x), for the exp op, silu and the rescaling of running-max accumulators: one multiply and the special-function
 // unit's base-2 exponential (ex2.approx.ftz, relative error below 2^-22; rounding x log2(e) adds |x log2(e)| 2^-24,
@@ -117,6 +127,20 @@ __device__ __forceinline__ float fast_exp(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
   return y;
+#endif
+}
+
+// exp(x - y) as fast_exp computes it, with x log2(e) - y log2(e) rounded once by a fused multiply-add (y log2(e) is
+// one product per row where y is a row's max): the softmax's exp(s - max) in two instructions instead of three. The
+// rounding of y log2(e) adds |y log2(e)| 2^-24 to the exponent (2e-5 relative at |y| = 200, the unsafe-softmax
+// probe's logits); infinities and NaN give what fast_exp(x - y) gives.
+__device__ __forceinline__ float fast_exp_diff(float x, float y) {
+#ifdef MG_HOST_EMULATION
+  return expf(x - y);
+#else
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(fmaf(x, 1.4426950408889634f, -(y * 1.4426950408889634f))));
+  return r;
 #endif
 }
 

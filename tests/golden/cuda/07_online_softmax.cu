@@ -49,7 +49,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ref_k0_S(const mg::f16* __r
   mg::regs_reduce_max(t_m, t_m_parts, r_x);
   __syncthreads();
   // d = sub(x, m); e = exp(d)  [tests/verify/catalogue/true/07_online_softmax.mg:4:7]
-  mg::regs_binary(r_e, r_x, mg::smem<S_m>(t_m), [](float x, float y) { x = x - y; return mg::fast_exp(x); });
+  mg::regs_binary(r_e, r_x, mg::smem<S_m>(t_m), [](float x, float y) { return mg::fast_exp_diff(x, y); });
   __syncthreads();
   // l = reduce_sum(e, dim=1)  [tests/verify/catalogue/true/07_online_softmax.mg:4:7]
   mg::regs_reduce_sum(t_l, t_l_parts, r_e);
@@ -149,7 +149,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) cand_k0_M(const mg::f16* __
     mg::reduce_max<S_x, S_m, 3, 1, false>(t_m, (t_x_buffers + it % 4 * 8));
     __syncthreads();
     // d = sub(x, m); e = exp(d)  [tests/verify/catalogue/true/07_online_softmax.mg:12:9]
-    mg::binary<S_e, S_x, S_m>(t_e, (t_x_buffers + it % 4 * 8), t_m, [](float x, float y) { x = x - y; return mg::fast_exp(x); });
+    mg::binary<S_e, S_x, S_m>(t_e, (t_x_buffers + it % 4 * 8), t_m, [](float x, float y) { return mg::fast_exp_diff(x, y); });
     __syncthreads();
     // l = reduce_sum(e, dim=1)  [tests/verify/catalogue/true/07_online_softmax.mg:14:9]
     mg::reduce_sum<S_e, S_l, 3, 1, false>(t_l, t_e);
