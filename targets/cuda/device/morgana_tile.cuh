@@ -961,26 +961,49 @@ __device__ __forceinline__ void mma_task(float (&acc)[ATOMS_N][Atom::c_values], 
   }
 }
 
-// The element of S (flat index) that value v of atom j of `lane` holds in task `task`. A row vector (N == 1) holds
-// column 0 in every value of a row. Past M: -1, or with CLAMP_ROWS row M - 1's element (an index for computing on
-// every value a thread holds, so that a register tile is rewritten whole instead of partly kept from the last
-// iteration, which would keep it alive across the loop; values of rows past M are never stored).
-template <class Atom, class S, int ATOMS_N, bool CLAMP_ROWS = false>
-__device__ __forceinline__ int task_element(int task, int j, int v, int lane) {
+// Where value v of atom j of `lane` sits in task `task` of S: batch bt (S::d0 * S::d1 of them), row and column. A row
+// vector (N == 1) holds column 0 in every value of a row. Past M: false, or with CLAMP_ROWS row M - 1 (an index for
+// computing on every value a thread holds, so that a register tile is rewritten whole instead of partly kept from
+// the last iteration, which would keep it alive across the loop; values of rows past M are never stored).
+template <class Atom, class S, int ATOMS_N, bool CLAMP_ROWS>
+__device__ __forceinline__ bool task_place(int task, int j, int v, int lane, int& bt, int& row, int& col) {
   constexpr int M = S::d2, N = S::d3, groups_n = N == 1 ? 1 : N / (Atom::n * ATOMS_N);
   constexpr int row_blocks = (M + Atom::m - 1) / Atom::m;
-  const int ng = task % groups_n, mb = task / groups_n % row_blocks, bt = task / groups_n / row_blocks;
-  int row = mb * Atom::m + Atom::c_row(lane, v);
-  const int col = N == 1 ? 0 : ng * ATOMS_N * Atom::n + j * Atom::n + Atom::c_col(lane, v);
+  const int ng = task % groups_n, mb = task / groups_n % row_blocks;
+  bt = task / groups_n / row_blocks;
+  row = mb * Atom::m + Atom::c_row(lane, v);
+  col = N == 1 ? 0 : ng * ATOMS_N * Atom::n + j * Atom::n + Atom::c_col(lane, v);
   if (M % Atom::m != 0 && row >= M) {
-    if constexpr (!CLAMP_ROWS) return -1;
+    if constexpr (!CLAMP_ROWS) return false;
     row = M - 1;
   }
-  return (bt * M + row) * N + col;
+  return true;
+}
+// The same as a flat index of S (-1 past M without CLAMP_ROWS): shared-memory tiles of the C layout.
+template <class Atom, class S, int ATOMS_N, bool CLAMP_ROWS = false>
+__device__ __forceinline__ int task_element(int task, int j, int v, int lane) {
+  int bt, row, col;
+  if (!task_place<Atom, S, ATOMS_N, CLAMP_ROWS>(task, j, v, lane, bt, row, col)) return -1;
+  return (bt * S::d2 + row) * S::d3 + col;
+}
+// The same as an index of S's four dims, for addressing (global stores, broadcast operands): no division by the
+// extents, which a flat index would need (by 80 or 96 for head dims that are not powers of two: four instructions an
+// element, in the epilogue of every attention kernel of such a head dim).
+template <class Atom, class S, int ATOMS_N, bool CLAMP_ROWS = false>
+__device__ __forceinline__ bool task_index(int task, int j, int v, int lane, Idx& x) {
+  int bt, row, col;
+  if (!task_place<Atom, S, ATOMS_N, CLAMP_ROWS>(task, j, v, lane, bt, row, col)) return false;
+  x.i0 = bt / S::d1;
+  x.i1 = bt % S::d1;
+  x.i2 = row;
+  x.i3 = col;
+  return true;
 }
 template <class Atom, class S, int ATOMS_N>
-__device__ __forceinline__ int held_element(int task, int j, int v, int lane) {
-  return task_element<Atom, S, ATOMS_N, true>(task, j, v, lane);
+__device__ __forceinline__ Idx held_index(int task, int j, int v, int lane) {
+  Idx x;
+  task_index<Atom, S, ATOMS_N, true>(task, j, v, lane, x);
+  return x;
 }
 
 // dst = a·b (with `accumulate`, dst += a·b) on matrix instructions, batched like mg::matmul, dst in shared memory:
@@ -1246,7 +1269,7 @@ __device__ __forceinline__ void for_each_held(Fn fn) {
     for (int j = 0; j < F::atoms_n; ++j)
 #pragma unroll
       for (int v = 0; v < F::atom::c_values; ++v) {
-        fn(i, j, v, unflatten<typename F::shape>(held_element<typename F::atom, typename F::shape, F::atoms_n>(task, j, v, lane)));
+        fn(i, j, v, held_index<typename F::atom, typename F::shape, F::atoms_n>(task, j, v, lane));
       }
   }
 }
@@ -1339,19 +1362,17 @@ __device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X
     float alpha[Atom::c_values], beta[Atom::c_values];
 #pragma unroll
     for (int v = 0; v < Atom::c_values; ++v) {
-      const int e = held_element<Atom, typename R::shape, 1>(task, 0, v, lane);
-      const float mj = at(m, i, 0, v, unflatten<typename R::shape>(e)), old = run_max.acc[i][0][v];
-      const float next = held<H>(first ? mj : max_nan(old, mj));
-      alpha[v] = first ? 0.0f : fast_exp(old - next);
-      beta[v] = first ? held_scale<H>(mj, next) : fast_exp(mj - next);
+      const float mj = at(m, i, 0, v, held_index<Atom, typename R::shape, 1>(task, 0, v, lane));
+      const float old = run_max.acc[i][0][v], next = held<H>(first ? mj : max_nan(old, mj));
+      alpha[v] = first ? 0.0f : fast_exp_diff(old, next);
+      beta[v] = first ? held_scale<H>(mj, next) : fast_exp_diff(mj, next);
       run_max.acc[i][0][v] = next;
     }
 #pragma unroll
     for (int j = 0; j < F::atoms_n; ++j)
 #pragma unroll
       for (int v = 0; v < Atom::c_values; ++v) {
-        const int e = held_element<Atom, typename F::shape, F::atoms_n>(task, j, v, lane);
-        const float y = at(x, i, j, v, unflatten<typename F::shape>(e));
+        const float y = at(x, i, j, v, held_index<Atom, typename F::shape, F::atoms_n>(task, j, v, lane));
         acc.acc[i][j][v] = first ? y * beta[v] : acc.acc[i][j][v] * alpha[v] + y * beta[v];
       }
   }
@@ -1376,9 +1397,8 @@ __device__ __forceinline__ void store_regs(U* __restrict__ dst, const F& f, i64 
     for (int j = 0; j < F::atoms_n; ++j)
 #pragma unroll
       for (int v = 0; v < Atom::c_values; v += step) {
-        const int e = task_element<Atom, typename F::shape, F::atoms_n>(task, j, v, lane);
-        if (e < 0 || !F::writes(lane, v)) continue;
-        const Idx x = unflatten<typename F::shape>(e);
+        Idx x;
+        if (!task_index<Atom, typename F::shape, F::atoms_n>(task, j, v, lane, x) || !F::writes(lane, v)) continue;
         const GlobalIdx<G> g(o0, o1, o2, o3, x);
         if (!g.template inside<MASK>()) continue;
         U* to = dst + g.offset();
