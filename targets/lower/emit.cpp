@@ -350,10 +350,11 @@ class Emitter {
              origin);
         return;
       case StmtKind::Matmul: {
-        const std::string accumulate = s.accumulate ? "it != 0" : "false";
+        // A product going into a rescaled accumulator adds every iteration: the rescale cleared it on the first.
+        const std::string accumulate = s.scale >= 0 ? "true" : s.accumulate ? "it != 0" : "false";
         if (k.tiles[static_cast<size_t>(s.dst)].space == Space::registers)
-          line(in + t(s.dst) + ".mma<" + S(s.a) + ", " + S(s.b) + ">(" + t(s.a) + ", " + t(s.b) + ", " + accumulate +
-                   ");",
+          line(in + t(s.dst) + ".mma<" + S(s.a) + ", " + S(s.b) + ">(" + t(s.a) + ", " +
+                   (s.scale >= 0 ? t(s.scale) + ", " : "") + t(s.b) + ", " + accumulate + ");",
                origin);
         else if (s.atom >= 0)
           line(in + "mg::matmul_atom<" + atom_name(s.atom) + ", " + S(s.dst) + ", " + S(s.a) + ", " + S(s.b) + ", " +
@@ -437,7 +438,11 @@ class Emitter {
              origin);
         return;
       case StmtKind::Accumulate:
-        if (s.op == ir::OpCode::acc_rescale_sum)
+        if (s.scale >= 0)
+          line(in + "mg::regs_rescale<" + storage(s.held) + ">(" + dst + ", " + tile_ref(k, s.state) + ", " +
+                   tile_ref(k, s.scale) + ", " + x(s.b) + ", " + first_iteration() + ");",
+               origin);
+        else if (s.op == ir::OpCode::acc_rescale_sum)
           line(in + "mg::regs_acc_rescale_sum<" + storage(s.held) + ">(" + dst + ", " + tile_ref(k, s.state) + ", " +
                    x(s.a) + ", " + x(s.b) + ", " + first_iteration() + ");",
                origin);

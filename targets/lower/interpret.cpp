@@ -323,8 +323,15 @@ class Machine {
     const Shape &out = shape(s.dst), &sa = shape(s.a), &sb = shape(s.b);
     const size_t r = out.size();
     const int64_t M = out[r - 2], N = out[r - 1], K = sa[sa.size() - 1];
+    if (s.scale >= 0) {  // A's rows times a row vector (pass accumulate_rescaled_products)
+      const std::vector<float> rows = get(s.scale, s);
+      const Shape& rs = shape(s.scale);
+      for (size_t e = 0; e < a.size(); ++e)
+        a[e] *= rows[static_cast<size_t>(broadcast_offset(rs, unflatten(static_cast<int64_t>(e), sa)))];
+    }
     std::vector<float> c(static_cast<size_t>(numel(out)));
-    bool add = s.accumulate && it_ > 0;
+    // Into a rescaled accumulator: every iteration (the rescale before it cleared it on the first).
+    bool add = s.scale >= 0 || (s.accumulate && it_ > 0);
     std::vector<float> prev = add ? get(s.dst, s) : std::vector<float>{};
     Shape batch(out.begin(), out.end() - 2), ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
     for (int64_t bi = 0; bi < numel(batch); ++bi) {
@@ -397,7 +404,10 @@ class Machine {
   }
 
   void accumulate(const Stmt& s) {
-    std::vector<float> x = get(s.a, s);
+    // Only the rescale (pass accumulate_rescaled_products): x is added by the matmul after it, its rows times the
+    // factor this writes into s.scale.
+    std::vector<float> x = s.scale >= 0 ? std::vector<float>(static_cast<size_t>(numel(shape(s.dst))))
+                                        : get(s.a, s);
     if (s.op != ir::OpCode::acc_rescale_sum) {
       if (it_ > 0) {
         std::vector<float> acc = get(s.dst, s);
@@ -434,6 +444,11 @@ class Machine {
     }
     put(s.dst, acc, s);
     put(s.state, next, s);
+    if (s.scale >= 0) {
+      std::vector<float> factor(next.size());
+      for (size_t j = 0; j < next.size(); ++j) factor[j] = std::exp(m[j] - next[j]);
+      put(s.scale, factor, s);
+    }
   }
 
   const LoweredProgram& p_;

@@ -59,7 +59,12 @@ std::vector<int> stmt_reads(const Stmt& s) {
     case StmtKind::Publish: return {s.a};
     case StmtKind::Binary:
     case StmtKind::Concat: return {s.a, s.b};
-    case StmtKind::Matmul: return s.accumulate ? std::vector<int>{s.a, s.b, s.dst} : std::vector<int>{s.a, s.b};
+    case StmtKind::Matmul: {
+      std::vector<int> r{s.a, s.b};
+      if (s.accumulate) r.push_back(s.dst);
+      if (s.scale >= 0) r.push_back(s.scale);
+      return r;
+    }
     case StmtKind::Reduce: {
       std::vector<int> r{s.a};
       if (s.accumulate) r.push_back(s.dst);
@@ -67,6 +72,7 @@ std::vector<int> stmt_reads(const Stmt& s) {
       return r;
     }
     case StmtKind::Accumulate:
+      if (s.scale >= 0) return {s.b, s.dst, s.state};  // x goes into dst by the matmul after it
       return s.state >= 0 ? std::vector<int>{s.a, s.b, s.dst, s.state} : std::vector<int>{s.a, s.dst};
   }
   return {};
@@ -77,7 +83,9 @@ std::vector<int> stmt_writes(const Stmt& s) {
     case StmtKind::Store:
     case StmtKind::Barrier:
     case StmtKind::AsyncWait: return {};
-    case StmtKind::Accumulate: return s.state >= 0 ? std::vector<int>{s.dst, s.state} : std::vector<int>{s.dst};
+    case StmtKind::Accumulate:
+      if (s.scale >= 0) return {s.dst, s.state, s.scale};
+      return s.state >= 0 ? std::vector<int>{s.dst, s.state} : std::vector<int>{s.dst};
     case StmtKind::Reduce: return s.parts >= 0 ? std::vector<int>{s.dst, s.parts} : std::vector<int>{s.dst};
     default: return {s.dst};
   }
@@ -177,7 +185,7 @@ void drop_unused_tiles(Kernel& k) {
   k.tiles = std::move(kept);
   for (auto* section : {&k.prologue, &k.body, &k.epilogue})
     for (Stmt& s : *section)
-      for (int* t : {&s.dst, &s.a, &s.b, &s.state, &s.parts})
+      for (int* t : {&s.dst, &s.a, &s.b, &s.state, &s.parts, &s.scale})
         if (*t >= 0) *t = renumbered[static_cast<size_t>(*t)];
 }
 
@@ -245,6 +253,9 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
     case StmtKind::Unary: return value(mapped({{s.op, s.scalar}}, a));
     case StmtKind::Binary: return value(op + "(" + a + ", " + t(s.b) + ")");
     case StmtKind::Matmul:
+      if (s.scale >= 0)
+        return t(s.dst) + " += matmul(" + t(s.a) + " * " + t(s.scale) + ", " + t(s.b) + ")" + warp_tiling() +
+               "  # A's rows scaled";
       return t(s.dst) + (s.accumulate ? " += " : " = ") + "matmul(" + t(s.a) + ", " + t(s.b) + ")" + warp_tiling();
     case StmtKind::Reduce:
       if (s.accumulate)
@@ -256,6 +267,10 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
                            : "");
     case StmtKind::Concat: return t(s.dst) + " = concat(" + t(s.a) + ", " + t(s.b) + ", dim=" + std::to_string(s.dim) + ")";
     case StmtKind::Accumulate:
+      if (s.scale >= 0)
+        return t(s.dst) + " = rescale(" + t(s.dst) + ", " + t(s.b) + ", max " + t(s.state) + "), " + t(s.scale) +
+               " = its product's factor" +
+               (s.held != ir::DType::f32 ? "  # max held as " + std::string(ir::dtype_name(s.held)) : "");
       return t(s.dst) + " = " + op + "(" + t(s.a) + (s.b >= 0 ? ", " + t(s.b) + ", max " + t(s.state) : "") + ")" +
              (s.b >= 0 && s.held != ir::DType::f32 ? "  # max held as " + std::string(ir::dtype_name(s.held)) : "");
     case StmtKind::Barrier: return "barrier";

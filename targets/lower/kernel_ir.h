@@ -157,6 +157,12 @@ struct Stmt {
   // accumulate: the sums are relative to the max rounded as a saved acc_max of the same m is); f32 (nothing to
   // round) where m is loaded from a tensor of that type, whose values it already holds.
   ir::DType held = ir::DType::f32;
+  // Pass accumulate_rescaled_products: an acc_rescale_sum whose x is a register matmul's product, taken apart so
+  // that the product goes straight into the accumulator as FlashAttention accumulates P·V into O. The Accumulate
+  // (a = -1) only moves the running max on and rescales dst (cleared on the first iteration), and writes x's factor
+  // exp(m - M') per row into register row vector `scale`; the Matmul after it (dst: the accumulator, accumulating
+  // every iteration) multiplies its A operand's rows by `scale` as they become fragments.
+  int scale = -1;
   int tensor = -1;                    // Load/Store: index into LoweredProgram::tensors
   std::vector<Affine> origin;         // Load/Store: one per dim of the tensor
   uint32_t mask = 0;                  // Load/Store: bit d set when dim d needs a bounds check

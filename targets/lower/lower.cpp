@@ -102,11 +102,13 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
     choose_instructions(k, p, target, options.matrix_ops);
     keep_rows_in_registers(k, target);
     keep_matmuls_in_registers(k, target);
+    pipeline_loads_again(k, p, target);
     use_copy_engine(k, p, target);
     fold_across_loop(k, target);
     keep_elements_in_registers(k, p, target);
     fold_by_teams(k, target);
     own_accumulator_state(k, target);
+    accumulate_rescaled_products(k);
     plan_shared_memory(k, target, options.spill_to_global);  // again: register tiles free shared memory
     insert_barriers(k);
     k.entry = p.name + "_k" + std::to_string(p.kernels.size()) + "_" + names[g.result(n)];

@@ -35,6 +35,11 @@ void fuse_elementwise(Kernel& k);
 // target's shared memory or cost resident blocks; then (and in the prologue) a section's asynchronous loads are
 // batched: moved to its start, closed by one AsyncWait.
 void pipeline_loads(Kernel& k, const LoweredProgram& p, const targets::Target& target);
+// Pass 6-: pipelining tried again once the register passes have taken computed tiles out of shared memory. At pass 3b
+// every tile was still there, so a loop whose buffers fit only beside its tiles' register form (a d = 128 flash
+// kernel of 128 keys an iteration: five f32 [64,128] tiles) stayed unpipelined, waiting a DRAM round trip each
+// iteration, while the cost model, which prices tiles where they end up, priced it pipelined.
+void pipeline_loads_again(Kernel& k, const LoweredProgram& p, const targets::Target& target);
 
 // The widest global access (16, 8 or 4 bytes; 0: one element at a time) of a load or store whose alignment holds for
 // every block and iteration: last dim contiguous; the tile's last extent, every other stride, every coefficient of
@@ -127,6 +132,12 @@ void fold_by_teams(Kernel& k, const targets::Target& target);
 // (its state tile of the accumulator's shape) instead of per row, where that costs no busy block: each thread then
 // reads and writes only its own elements, and the statement needs no barrier.
 void own_accumulator_state(Kernel& k, const targets::Target& target);
+
+// Pass 6g (rescaled_products.cpp): an online-softmax accumulator in registers whose x is a register-A matmul's
+// product that nothing else reads takes the product by the matrix instruction: the accumulator is rescaled first
+// (Stmt::scale gets x's factor per row), and the matmul adds A·B into it with A's rows scaled by that factor. No
+// tile for the product, no additions of it.
+void accumulate_rescaled_products(Kernel& k);
 
 // Shared memory a block graph needs once lowered (passes 3 and 4), for the tiling pass's fit test.
 int64_t block_smem_bytes(const ir::Graph& body);

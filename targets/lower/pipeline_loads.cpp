@@ -191,4 +191,20 @@ void pipeline_loads(Kernel& k, const LoweredProgram& p, const targets::Target& t
   if (k.loop < 2 || !pipeline(k, p, target)) batch(&Kernel::body);
 }
 
+void pipeline_loads_again(Kernel& k, const LoweredProgram& p, const targets::Target& target) {
+  if (k.loop < 2 || !target.async.cp_async) return;
+  for (const Tile& t : k.tiles)
+    if (t.stages > 1) return;  // pipelined or preloaded at pass 3b
+  // The body as pass 3b left it, its loads batched: the batch's wait goes (staged_copy places its own).
+  Kernel plain = k;
+  std::vector<Stmt> body;
+  for (Stmt& s : plain.body) {
+    if (s.kind == StmtKind::AsyncWait) continue;
+    s.batch = false;
+    body.push_back(std::move(s));
+  }
+  plain.body = std::move(body);
+  if (pipeline(plain, p, target)) k = std::move(plain);
+}
+
 }  // namespace morgana::lower

@@ -836,3 +836,92 @@ TEST(Lower, NormsOverTheContractionDimScaleTheProduct) {
 
 }  // namespace
 }  // namespace morgana::testing
+
+namespace morgana::testing {
+namespace {
+
+// acc_rescale_sum(P·V, m) of a flash kernel: the product goes straight into the accumulator by the matrix
+// instruction (pass accumulate_rescaled_products): a rescale-only Accumulate writes the per-row factor, then the
+// matmul accumulates into the accumulator's tile with A's rows scaled by it; the product has no tile of its own.
+// The running sum's acc_rescale_sum (x a row reduction, not a product) stays whole. Only where P is no wider than
+// the product (keys an iteration <= head dim): flash_small's 64 keys into 32 columns keep the product's tile.
+TEST(Lower, FlashProductsGoStraightIntoTheirAccumulator) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Graph flash = std::move(ir::parse_file("examples/mugraphs/gqa_b1_split_kv_blocks.mg").programs[0]);
+  lower::LoweredProgram p = lower::lower(flash, h100, kWithMma);
+  const lower::Kernel& k = p.kernels[0];
+  const std::string ir = lower::print(p);
+  int rescale = -1, product = -1, whole = 0;
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    const lower::Stmt& s = k.body[i];
+    if (s.kind == lower::StmtKind::Accumulate && s.scale >= 0) {
+      EXPECT_EQ(s.a, -1) << ir;
+      rescale = static_cast<int>(i);
+    } else if (s.kind == lower::StmtKind::Accumulate && s.op == ir::OpCode::acc_rescale_sum) {
+      ++whole;
+    }
+    if (s.kind == lower::StmtKind::Matmul && s.scale >= 0) product = static_cast<int>(i);
+  }
+  ASSERT_GE(rescale, 0) << ir;
+  ASSERT_EQ(product, rescale + 1) << ir;
+  EXPECT_EQ(whole, 1) << ir;
+  const lower::Stmt &r = k.body[static_cast<size_t>(rescale)], &m = k.body[static_cast<size_t>(product)];
+  EXPECT_EQ(m.dst, r.dst);
+  EXPECT_EQ(m.scale, r.scale);
+  EXPECT_TRUE(m.accumulate);
+  EXPECT_EQ(k.tiles[static_cast<size_t>(r.scale)].shape, k.tiles[static_cast<size_t>(r.state)].shape);
+  EXPECT_EQ(k.tiles[static_cast<size_t>(r.dst)].space, lower::Space::registers);
+  EXPECT_LE(k.tiles[static_cast<size_t>(m.a)].shape.back(), k.tiles[static_cast<size_t>(m.dst)].shape.back());
+  EXPECT_NE(ir.find("  # A's rows scaled"), std::string::npos) << ir;
+
+  // flash_small: P·V in registers from P in registers, as above, but P [32,64] is wider than the product [32,32].
+  ir::Graph wide_p = std::move(ir::parse_file("tests/lower/specs/flash_small.mg").programs[0]);
+  lower::LoweredProgram q = lower::lower(wide_p, h100, kWithMma);
+  const std::string small = lower::print(q);
+  EXPECT_EQ(small.find("rescale("), std::string::npos) << small;
+  bool register_product = false;
+  for (const lower::Stmt& s : q.kernels[0].body)
+    register_product = register_product || (s.kind == lower::StmtKind::Matmul &&
+                                             q.kernels[0].tiles[static_cast<size_t>(s.a)].space == lower::Space::registers &&
+                                             q.kernels[0].tiles[static_cast<size_t>(s.dst)].space == lower::Space::registers);
+  EXPECT_TRUE(register_product) << small;
+}
+
+// A d = 128 flash kernel of 128 keys an iteration: at pass 3b its five f32 [64,128] tiles are still in shared memory
+// and two buffers of K and V do not fit beside them; once the register passes have taken the tiles out, they do, and
+// the loop is pipelined (the cost model, which prices tiles where they end up, priced it so all along).
+constexpr const char* kWideFlash = R"(
+kernel wide_flash(Q: f16[8,128,128], K: f16[8,128,2048], V: f16[8,2048,128]) {
+  Ls, Os, Ms = block(Q, K, V) grid=[8,2,8] threads=128 loop=2 {
+    q = iter(Q, imap=[0,1,-])
+    k = iter(K, imap=[0,-,2], fmap=2)
+    v = iter(V, imap=[0,-,1], fmap=1)
+    s = matmul(q, k)
+    m = reduce_max(s, dim=2)
+    d = sub(s, m)
+    e = exp(d)
+    l = reduce_sum(e, dim=2)
+    o = matmul(e, v)
+    L = acc_rescale_sum(l, m)
+    A = acc_rescale_sum(o, m)
+    M = acc_max(m)
+    save(L, omap=[0,1,2])
+    save(A, omap=[0,1,2])
+    save(M, omap=[0,1,2])
+  }
+  return Ls, Os, Ms
+}
+)";
+
+TEST(Lower, LoopsArePipelinedOnceRegisterTilesLeaveSharedMemory) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Graph wide = std::move(ir::parse_module(kWideFlash).programs[0]);
+  lower::LoweredProgram p = lower::lower(wide, h100, kWithMma);
+  const lower::Kernel& k = p.kernels[0];
+  ASSERT_EQ(k.loop, 2);
+  EXPECT_EQ(staged_tiles(k), 2) << lower::print(p);  // K's and V's tiles, two buffers each
+  EXPECT_LE(k.smem_bytes, targets::block_smem_limit(h100)) << lower::print(p);
+}
+
+}  // namespace
+}  // namespace morgana::testing

@@ -1166,6 +1166,23 @@ struct Fragments {
   // K step's A fragment renamed from two of its atoms and converted to B's 16-bit type.
   template <class SA, class SB, class SP, int AN, class TB>
   __device__ __forceinline__ void mma(const Fragments<Atom, SP, AN, 1, WARPS>& a, const TB* b, bool accumulate) {
+    mma_from_registers<SA, SB>(a, b, accumulate, [](int, int) { return 1.0f; });
+  }
+  // The same with A's rows scaled by a row vector of the same rows (value v of a C fragment is in the row of the
+  // row vector's value v) before the conversion: an online-softmax accumulator taking P·V with P's rows times
+  // exp(m - M') (lowering pass accumulate_rescaled_products).
+  template <class SA, class SB, class SP, int AN, class SR, class TB>
+  __device__ __forceinline__ void mma(const Fragments<Atom, SP, AN, 1, WARPS>& a,
+                                      const Fragments<Atom, SR, 1, 1, WARPS>& rows, const TB* b, bool accumulate) {
+    static_assert(Fragments<Atom, SR, 1, 1, WARPS>::Tiling::row_vector &&
+                      Fragments<Atom, SR, 1, 1, WARPS>::Tiling::tasks == Tiling::tasks,
+                  "the scale is a row vector of A's rows");
+    mma_from_registers<SA, SB>(a, b, accumulate, [&](int i, int v) { return rows.acc[i][0][v]; });
+  }
+
+  template <class SA, class SB, class SP, int AN, class TB, class Scale>
+  __device__ __forceinline__ void mma_from_registers(const Fragments<Atom, SP, AN, 1, WARPS>& a, const TB* b,
+                                                     bool accumulate, Scale scale) {
     typedef Fragments<Atom, SP, AN, 1, WARPS> FA;
     typedef typename FA::Tiling TA;
     constexpr int K = SA::d3, N = S::d3;
@@ -1190,8 +1207,8 @@ struct Fragments {
           for (int half = 0; half < 2; ++half) {
             constexpr int per_step = Atom::k / Atom::n;
             constexpr CForA<Atom> map{};
-            const int x = map.x[2 * r + half];
-            h[half] = word_bits(from_f32<TB>(a.acc[i][step * per_step + x / Atom::c_values][x % Atom::c_values]));
+            const int x = map.x[2 * r + half], v = x % Atom::c_values;
+            h[half] = word_bits(from_f32<TB>(a.acc[i][step * per_step + x / Atom::c_values][v] * scale(i, v)));
           }
           fa[r] = pack2(h[0], h[1]);
         }
@@ -1375,6 +1392,35 @@ __device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X
         const float y = at(x, i, j, v, held_index<Atom, typename F::shape, F::atoms_n>(task, j, v, lane));
         acc.acc[i][j][v] = first ? y * beta[v] : acc.acc[i][j][v] * alpha[v] + y * beta[v];
       }
+  }
+}
+
+// The first half of regs_acc_rescale_sum for an accumulator whose product the matrix instruction adds itself
+// (Fragments::mma with a row scale; lowering pass accumulate_rescaled_products): the running max moves on to M',
+// acc is rescaled by exp(M - M') (cleared on the first iteration), and `scale` gets the product's factor exp(m - M')
+// per row (held_scale on the first iteration), the factors the whole statement would apply.
+template <class H, class F, class R, class X>
+__device__ __forceinline__ void regs_rescale(F& acc, R& run_max, R& scale, const X& m, bool first) {
+  typedef typename F::atom Atom;
+  typedef typename R::Tiling RT;
+  static_assert(RT::row_vector && RT::tasks == F::Tiling::tasks, "the running max is a row vector of the rows");
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+#pragma unroll
+  for (int i = 0; i < RT::per_warp; ++i) {
+    const int task = RT::computed(warp + i * F::warps);
+    float alpha[Atom::c_values];
+#pragma unroll
+    for (int v = 0; v < Atom::c_values; ++v) {
+      const float mj = at(m, i, 0, v, held_index<Atom, typename R::shape, 1>(task, 0, v, lane));
+      const float old = run_max.acc[i][0][v], next = held<H>(first ? mj : max_nan(old, mj));
+      alpha[v] = first ? 0.0f : fast_exp_diff(old, next);
+      scale.acc[i][0][v] = first ? held_scale<H>(mj, next) : fast_exp_diff(mj, next);
+      run_max.acc[i][0][v] = next;
+    }
+#pragma unroll
+    for (int j = 0; j < F::atoms_n; ++j)
+#pragma unroll
+      for (int v = 0; v < Atom::c_values; ++v) acc.acc[i][j][v] = first ? 0.0f : acc.acc[i][j][v] * alpha[v];
   }
 }
 
