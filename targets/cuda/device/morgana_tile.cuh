@@ -1365,8 +1365,24 @@ __device__ __forceinline__ void regs_acc_max(F& acc, const X& x, bool first) {
   regs_accumulate(acc, x, first, MaxOp());
 }
 
-// The online-softmax accumulator (mg::acc_rescale_sum) on registers, its running max a row vector beside it: the
-// two scale factors are computed once per row value the thread holds, not per element.
+// The online-softmax step's factors for the rows of task i of a register accumulator (running max run_max, a row
+// vector): M' = max(M, m) held in H, alpha = exp(M - M') for the accumulator (0 on the first iteration), beta =
+// exp(m - M') for this iteration's x; run_max moves on to M'. Once per row value the thread holds, not per element.
+template <class H, class R, class Mx>
+__device__ __forceinline__ void rescale_factors(R& run_max, const Mx& m, int i, int task, int lane, bool first,
+                                                float (&alpha)[R::atom::c_values], float (&beta)[R::atom::c_values]) {
+  typedef typename R::atom Atom;
+#pragma unroll
+  for (int v = 0; v < Atom::c_values; ++v) {
+    const float mj = at(m, i, 0, v, held_index<Atom, typename R::shape, 1>(task, 0, v, lane));
+    const float old = run_max.acc[i][0][v], next = held<H>(first ? mj : max_nan(old, mj));
+    alpha[v] = first ? 0.0f : fast_exp_diff(old, next);
+    beta[v] = first ? held_scale<H>(mj, next) : fast_exp_diff(mj, next);
+    run_max.acc[i][0][v] = next;
+  }
+}
+
+// The online-softmax accumulator (mg::acc_rescale_sum) on registers, its running max a row vector beside it.
 template <class H, class F, class R, class X, class Mx>
 __device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X& x, const Mx& m, bool first) {
   typedef typename F::atom Atom;
@@ -1377,14 +1393,7 @@ __device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X
   for (int i = 0; i < RT::per_warp; ++i) {
     const int task = RT::computed(warp + i * F::warps);
     float alpha[Atom::c_values], beta[Atom::c_values];
-#pragma unroll
-    for (int v = 0; v < Atom::c_values; ++v) {
-      const float mj = at(m, i, 0, v, held_index<Atom, typename R::shape, 1>(task, 0, v, lane));
-      const float old = run_max.acc[i][0][v], next = held<H>(first ? mj : max_nan(old, mj));
-      alpha[v] = first ? 0.0f : fast_exp_diff(old, next);
-      beta[v] = first ? held_scale<H>(mj, next) : fast_exp_diff(mj, next);
-      run_max.acc[i][0][v] = next;
-    }
+    rescale_factors<H>(run_max, m, i, task, lane, first, alpha, beta);
 #pragma unroll
     for (int j = 0; j < F::atoms_n; ++j)
 #pragma unroll
@@ -1409,14 +1418,7 @@ __device__ __forceinline__ void regs_rescale(F& acc, R& run_max, R& scale, const
   for (int i = 0; i < RT::per_warp; ++i) {
     const int task = RT::computed(warp + i * F::warps);
     float alpha[Atom::c_values];
-#pragma unroll
-    for (int v = 0; v < Atom::c_values; ++v) {
-      const float mj = at(m, i, 0, v, held_index<Atom, typename R::shape, 1>(task, 0, v, lane));
-      const float old = run_max.acc[i][0][v], next = held<H>(first ? mj : max_nan(old, mj));
-      alpha[v] = first ? 0.0f : fast_exp_diff(old, next);
-      scale.acc[i][0][v] = first ? held_scale<H>(mj, next) : fast_exp_diff(mj, next);
-      run_max.acc[i][0][v] = next;
-    }
+    rescale_factors<H>(run_max, m, i, task, lane, first, alpha, scale.acc[i][0]);
 #pragma unroll
     for (int j = 0; j < F::atoms_n; ++j)
 #pragma unroll
