@@ -21,20 +21,6 @@ bool maps_fold(const Stmt& s) {
   return s.kind == StmtKind::Unary || s.kind == StmtKind::Binary || s.kind == StmtKind::Reduce;
 }
 
-bool touches(const Stmt& s, int tile) {
-  for (int t : stmt_reads(s))
-    if (t == tile) return true;
-  for (int t : stmt_writes(s))
-    if (t == tile) return true;
-  return false;
-}
-
-bool writes(const Stmt& s, int tile) {
-  for (int t : stmt_writes(s))
-    if (t == tile) return true;
-  return false;
-}
-
 // u's op with its own maps, in the order they apply.
 std::vector<ElementMap> as_maps(const Stmt& u) {
   std::vector<ElementMap> m = u.pre;
@@ -65,20 +51,9 @@ class Fuser {
   }
 
  private:
-  // Statements of the whole kernel that read tile t (each counted once, however often it runs).
-  int readers(int t) const {
-    int n = 0;
-    for (const auto* section : {&k_.prologue, &k_.body, &k_.epilogue})
-      for (const Stmt& s : *section)
-        n += static_cast<int>(std::ranges::count(stmt_reads(s), t) > 0);
-    return n;
-  }
-  int writers(int t) const {
-    int n = 0;
-    for (const auto* section : {&k_.prologue, &k_.body, &k_.epilogue})
-      for (const Stmt& s : *section) n += static_cast<int>(writes(s, t));
-    return n;
-  }
+  // Statements of the whole kernel that read tile t (each counted once, however often it runs), and that write it.
+  int readers(int t) const { return static_cast<int>(tile_uses(k_, t).readers.size()); }
+  int writers(int t) const { return static_cast<int>(tile_uses(k_, t).writers.size()); }
 
   bool into_writer(std::vector<Stmt>& sec, size_t u) {
     const Stmt& U = sec[u];
@@ -86,7 +61,7 @@ class Fuser {
     const int src = U.a, dst = U.dst;
     std::optional<size_t> w;
     for (size_t i = u; i-- > 0;)
-      if (touches(sec[i], src)) {
+      if (stmt_touches(sec[i], src)) {
         w = i;
         break;
       }
@@ -97,7 +72,7 @@ class Fuser {
     if (dst != src && readers(src) != 1) return false;
     // The writer now writes dst earlier: nothing in between may touch dst, and the writer must not read it.
     for (size_t i = *w + 1; i < u; ++i)
-      if (touches(sec[i], dst)) return false;
+      if (stmt_touches(sec[i], dst)) return false;
     if (dst != src && std::ranges::count(stmt_reads(W), dst) > 0) return false;
     const std::vector<ElementMap> maps = as_maps(U);
     W.post.insert(W.post.end(), maps.begin(), maps.end());
@@ -113,8 +88,8 @@ class Fuser {
     const int src = U.a, mid = U.dst;
     for (size_t r = u + 1; r < sec.size(); ++r) {
       Stmt& R = sec[r];
-      if (!touches(R, mid)) {
-        if (writes(R, src)) return false;  // the reader would see a later value of the unary's operand
+      if (!stmt_touches(R, mid)) {
+        if (stmt_writes_tile(R, src)) return false;  // the reader would see a later value of the unary's operand
         continue;
       }
       if (!maps_fold(R) || R.a != mid || (R.kind == StmtKind::Binary && R.b == mid) || R.dst == mid) return false;

@@ -151,6 +151,20 @@ std::vector<int> stmt_tiles(const Stmt& s) {
   return touched;
 }
 
+bool stmt_touches(const Stmt& s, int tile) { return std::ranges::count(stmt_tiles(s), tile) > 0; }
+
+bool stmt_writes_tile(const Stmt& s, int tile) { return std::ranges::count(stmt_writes(s), tile) > 0; }
+
+TileUses tile_uses(const Kernel& k, int tile) {
+  TileUses u;
+  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
+    for (const Stmt& s : *list) {
+      if (std::ranges::count(stmt_reads(s), tile)) u.readers.push_back(&s);
+      if (stmt_writes_tile(s, tile)) u.writers.push_back(&s);
+    }
+  return u;
+}
+
 Tile parts_tile(const Kernel& k, const Stmt& s, std::vector<int64_t> shape) {
   Tile parts;
   parts.name = k.tiles[static_cast<size_t>(s.dst)].name + "_parts";

@@ -256,6 +256,14 @@ std::vector<int> stmt_reads(const Stmt& s);
 std::vector<int> stmt_writes(const Stmt& s);
 // Both: the tiles a statement touches (writes first).
 std::vector<int> stmt_tiles(const Stmt& s);
+// Whether s reads or writes `tile`; whether it writes it.
+bool stmt_touches(const Stmt& s, int tile);
+bool stmt_writes_tile(const Stmt& s, int tile);
+// The statements of the kernel (all sections) that read tile t, and those that write it, each once.
+struct TileUses {
+  std::vector<const Stmt*> readers, writers;
+};
+TileUses tile_uses(const Kernel& k, int tile);
 // A Barrier, or an AsyncWait that closes the batch before it and waits for all but `pending` batches, attributed to
 // `from`.
 Stmt sync_stmt(StmtKind kind, const Origin& from, int pending = 0);

@@ -25,21 +25,6 @@ ir::OpCode accumulator_of(ir::OpCode reduce) {
   }
 }
 
-// The statements of the kernel that read tile t, and those that write it.
-struct Uses {
-  std::vector<const Stmt*> readers, writers;
-};
-Uses uses_of(const Kernel& k, int t) {
-  Uses u;
-  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
-    for (const Stmt& s : *list) {
-      std::vector<int> r = stmt_reads(s), w = stmt_writes(s);
-      if (std::count(r.begin(), r.end(), t)) u.readers.push_back(&s);
-      if (std::count(w.begin(), w.end(), t)) u.writers.push_back(&s);
-    }
-  return u;
-}
-
 }  // namespace
 
 void fold_across_loop(Kernel& k, const targets::Target& target) {
@@ -56,7 +41,7 @@ void fold_across_loop(Kernel& k, const targets::Target& target) {
     if (r.by_warps && threads % warp != 0) continue;
     // Its one reader: an accumulator of the same fold later in the body, whose tile nothing else in the prologue or
     // the body touches (the epilogue reads it once the Publish has written it).
-    const Uses of_result = uses_of(k, r.dst);
+    const TileUses of_result = tile_uses(k, r.dst);
     if (of_result.readers.size() != 1 || of_result.writers.size() != 1) continue;
     const Stmt* acc = of_result.readers[0];
     const auto at = std::find_if(k.body.begin(), k.body.end(), [&](const Stmt& s) { return &s == acc; });
@@ -65,7 +50,7 @@ void fold_across_loop(Kernel& k, const targets::Target& target) {
       continue;
     const Tile& acc_tile = k.tiles[static_cast<size_t>(acc->dst)];
     if (acc_tile.shape != result.shape || acc_tile.space != Space::shared) continue;
-    const Uses of_acc = uses_of(k, acc->dst);
+    const TileUses of_acc = tile_uses(k, acc->dst);
     const auto outside_epilogue = [&](const Stmt* s) {
       return s != acc && !(s >= k.epilogue.data() && s < k.epilogue.data() + k.epilogue.size());
     };

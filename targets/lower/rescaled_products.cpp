@@ -9,7 +9,6 @@
 // with its A operand in registers (the scaling happens where C fragments are renamed to A fragments) whose product
 // only that accumulator reads, where nothing between the two touches the accumulator, its running max or m, and
 // where A is no wider than the product (below).
-#include <algorithm>
 
 #include "targets/lower/passes.h"
 
@@ -24,27 +23,12 @@ bool same_fragments(const Tile& x, const Tile& y) {
          y.layout.k_split == 1;
 }
 
-bool touches(const Stmt& s, int tile) {
-  const std::vector<int> t = stmt_tiles(s);
-  return std::find(t.begin(), t.end(), tile) != t.end();
-}
-
-int readers(const Kernel& k, int tile) {
-  int n = 0;
-  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
-    for (const Stmt& s : *list) {
-      const std::vector<int> r = stmt_reads(s);
-      n += static_cast<int>(std::count(r.begin(), r.end(), tile));
-    }
-  return n;
-}
-
 // The accumulator statement after body[i] (a matmul) that can take its product, or -1.
 int taking_accumulator(const Kernel& k, size_t i) {
   const Stmt& m = k.body[i];
   if (m.kind != StmtKind::Matmul || m.atom < 0 || m.k_split != 1 || m.accumulate || m.scale >= 0) return -1;
   const Tile &product = k.tiles[static_cast<size_t>(m.dst)], &a = k.tiles[static_cast<size_t>(m.a)];
-  if (a.space != Space::registers || readers(k, m.dst) != 1) return -1;
+  if (a.space != Space::registers || tile_uses(k, m.dst).readers.size() != 1) return -1;
   // Scaling A's rows costs a multiply per element of A (rows x K), where the whole statement rescales the product
   // (rows x N, a multiply and a fused multiply-add each): taken where K <= N, so that it never does more arithmetic.
   // (H200, the same picks both ways: 64 keys into d = 80 and 128 into 128 ran 1.5% and 10% faster; 128 keys into
@@ -52,7 +36,7 @@ int taking_accumulator(const Kernel& k, size_t i) {
   if (a.shape.back() > product.shape.back()) return -1;
   for (size_t j = i + 1; j < k.body.size(); ++j) {
     const Stmt& s = k.body[j];
-    if (!touches(s, m.dst)) continue;
+    if (!stmt_touches(s, m.dst)) continue;
     if (s.kind != StmtKind::Accumulate || s.op != ir::OpCode::acc_rescale_sum || s.a != m.dst || s.state < 0 ||
         s.scale >= 0)
       return -1;
@@ -63,8 +47,7 @@ int taking_accumulator(const Kernel& k, size_t i) {
     // The statement moves up to the matmul: nothing from the matmul on may touch the accumulator or its running
     // max, or write m (others may read m: the sums' own acc_rescale_sum does).
     for (size_t x = i; x < j; ++x) {
-      const std::vector<int> w = stmt_writes(k.body[x]);
-      if (touches(k.body[x], s.dst) || touches(k.body[x], s.state) || std::find(w.begin(), w.end(), s.b) != w.end())
+      if (stmt_touches(k.body[x], s.dst) || stmt_touches(k.body[x], s.state) || stmt_writes_tile(k.body[x], s.b))
         return -1;
     }
     return static_cast<int>(j);
