@@ -1382,16 +1382,22 @@ __device__ __forceinline__ void rescale_factors(R& run_max, const Mx& m, int i, 
   }
 }
 
-// The online-softmax accumulator (mg::acc_rescale_sum) on registers, its running max a row vector beside it.
-template <class H, class F, class R, class X, class Mx>
-__device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X& x, const Mx& m, bool first) {
-  typedef typename F::atom Atom;
+// fn(i, task, lane) for each task i of the warp tasks this thread holds of register accumulator F, whose running
+// max R is a row vector of the same rows: the loop the two online-softmax statements below share.
+template <class F, class R, class Fn>
+__device__ __forceinline__ void for_each_row_task(Fn fn) {
   typedef typename R::Tiling RT;
   static_assert(RT::row_vector && RT::tasks == F::Tiling::tasks, "the running max is a row vector of the rows");
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
 #pragma unroll
-  for (int i = 0; i < RT::per_warp; ++i) {
-    const int task = RT::computed(warp + i * F::warps);
+  for (int i = 0; i < RT::per_warp; ++i) fn(i, RT::computed(warp + i * F::warps), lane);
+}
+
+// The online-softmax accumulator (mg::acc_rescale_sum) on registers, its running max a row vector beside it.
+template <class H, class F, class R, class X, class Mx>
+__device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X& x, const Mx& m, bool first) {
+  typedef typename F::atom Atom;
+  for_each_row_task<F, R>([&](int i, int task, int lane) {
     float alpha[Atom::c_values], beta[Atom::c_values];
     rescale_factors<H>(run_max, m, i, task, lane, first, alpha, beta);
 #pragma unroll
@@ -1401,7 +1407,7 @@ __device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X
         const float y = at(x, i, j, v, held_index<Atom, typename F::shape, F::atoms_n>(task, j, v, lane));
         acc.acc[i][j][v] = first ? y * beta[v] : acc.acc[i][j][v] * alpha[v] + y * beta[v];
       }
-  }
+  });
 }
 
 // The first half of regs_acc_rescale_sum for an accumulator whose product the matrix instruction adds itself
@@ -1411,19 +1417,14 @@ __device__ __forceinline__ void regs_acc_rescale_sum(F& acc, R& run_max, const X
 template <class H, class F, class R, class X>
 __device__ __forceinline__ void regs_rescale(F& acc, R& run_max, R& scale, const X& m, bool first) {
   typedef typename F::atom Atom;
-  typedef typename R::Tiling RT;
-  static_assert(RT::row_vector && RT::tasks == F::Tiling::tasks, "the running max is a row vector of the rows");
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-#pragma unroll
-  for (int i = 0; i < RT::per_warp; ++i) {
-    const int task = RT::computed(warp + i * F::warps);
+  for_each_row_task<F, R>([&](int i, int task, int lane) {
     float alpha[Atom::c_values];
     rescale_factors<H>(run_max, m, i, task, lane, first, alpha, scale.acc[i][0]);
 #pragma unroll
     for (int j = 0; j < F::atoms_n; ++j)
 #pragma unroll
       for (int v = 0; v < Atom::c_values; ++v) acc.acc[i][j][v] = first ? 0.0f : acc.acc[i][j][v] * alpha[v];
-  }
+  });
 }
 
 // The register tile f written into dst at origin (o0..o3), converted to dst's type, as mg::store: each element by
