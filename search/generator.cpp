@@ -663,11 +663,20 @@ class Explorer {
           }
           return;
         }
+        bool looped = false;
         for (int64_t l = 2; l <= std::min(rem, kMaxLoop); l *= 2)
           if (rem % l == 0) {
             p.loop = l;
             out.push_back(p);
+            looped = true;
           }
+        // Where the grid cuts the loop's axis too (a split-KV block), its part may also be taken in one
+        // iteration: the same block graph without a for-loop (replay drops the iterators' fmaps). Never first:
+        // the first size is the one block_op finds the skeleton's block graphs at, with its loop.
+        if (looped && std::find(sk.grid.begin(), sk.grid.end(), sk.loop) != sk.grid.end()) {
+          p.loop = 1;
+          out.push_back(p);
+        }
         return;
       }
       const Label& l = sk.grid[g];
@@ -1234,7 +1243,7 @@ class Explorer {
     try {
       for (const ir::Node& n : body.nodes()) {
         if (n.op == OpCode::iter)
-          g.add_iter(n.attrs.index, n.attrs.map, n.attrs.fmap, n.attrs.mask);
+          g.add_iter(n.attrs.index, n.attrs.map, p.loop == 1 ? ir::kPhi : n.attrs.fmap, n.attrs.mask);
         else
           g.add(n.op, body.operands(n), n.attrs);
       }
