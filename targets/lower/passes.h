@@ -139,6 +139,11 @@ void own_accumulator_state(Kernel& k, const targets::Target& target);
 // tile for the product, no additions of it.
 void accumulate_rescaled_products(Kernel& k);
 
+// Pass 6h (wait_by_first_use.cpp): a section's batch of asynchronous copies (pass 3b) goes out as one batch per
+// statement that first reads its tiles, each waited for just before that statement instead of all at the section's
+// start (sections without pipeline buffers).
+void wait_by_first_use(Kernel& k);
+
 // Shared memory a block graph needs once lowered (passes 3 and 4), for the tiling pass's fit test.
 int64_t block_smem_bytes(const ir::Graph& body);
 

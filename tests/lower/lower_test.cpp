@@ -923,5 +923,65 @@ TEST(Lower, LoopsArePipelinedOnceRegisterTilesLeaveSharedMemory) {
   EXPECT_LE(k.smem_bytes, targets::block_smem_limit(h100)) << lower::print(p);
 }
 
+// A split-KV flash block of one iteration: Q and K are read by the norms and Q·Kᵀ, V only by P·V. Its copies go out
+// as one batch per first reader, and V is waited for (then published by a barrier) just before P·V, after the
+// softmax, instead of with Q and K at the start.
+constexpr const char* kOneIterationFlash = R"(
+kernel one_iteration_flash(Q: f16[8,64,128], K: f16[8,128,1024], V: f16[8,1024,128]) {
+  Ls, Os, Ms = block(Q, K, V) grid=[8,1,16] threads=128 loop=1 {
+    q = iter(Q, imap=[0,1,-])
+    k = iter(K, imap=[0,-,2])
+    v = iter(V, imap=[0,-,1])
+    qn = rms_norm(q, dim=2)
+    kn = rms_norm(k, dim=1)
+    s = matmul(qn, kn)
+    m = reduce_max(s, dim=2)
+    d = sub(s, m)
+    e = exp(d)
+    l = reduce_sum(e, dim=2)
+    o = matmul(e, v)
+    L = acc_rescale_sum(l, m)
+    A = acc_rescale_sum(o, m)
+    M = acc_max(m)
+    save(L, omap=[0,1,2])
+    save(A, omap=[0,1,2])
+    save(M, omap=[0,1,2])
+  }
+  return Ls, Os, Ms
+}
+)";
+
+TEST(Lower, CopiesAreWaitedForWhereTheirTilesAreFirstRead) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Graph g = std::move(ir::parse_module(kOneIterationFlash).programs[0]);
+  lower::LoweredProgram p = lower::lower(g, h100, kWithMma);
+  const lower::Kernel& k = p.kernels[0];
+  const std::string ir = lower::print(p);
+  std::vector<lower::Stmt> all = k.prologue;
+  all.insert(all.end(), k.body.begin(), k.body.end());
+  int loads = 0, waits = 0, v_load = -1, v_reader = -1, max_at = -1;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const lower::Stmt& s = all[i];
+    if (s.kind == lower::StmtKind::Load) {
+      ++loads;
+      if (p.tensors[static_cast<size_t>(s.tensor)].name == "V") v_load = s.dst;
+    }
+    if (s.kind == lower::StmtKind::AsyncWait) {
+      ++waits;
+      EXPECT_EQ(s.pending, 3) << ir;  // three batches: Q, K, V
+    }
+    if (s.kind == lower::StmtKind::Reduce && s.op == ir::OpCode::reduce_max) max_at = static_cast<int>(i);
+    if (v_load >= 0 && v_reader < 0 && lower::stmt_touches(s, v_load) && s.kind != lower::StmtKind::Load)
+      v_reader = static_cast<int>(i);
+  }
+  ASSERT_EQ(loads, 3) << ir;
+  EXPECT_EQ(waits, 6) << ir;  // three close the batches, three wait for them
+  ASSERT_GE(v_reader, 2) << ir;
+  EXPECT_EQ(all[static_cast<size_t>(v_reader) - 1].kind, lower::StmtKind::Barrier) << ir;
+  EXPECT_EQ(all[static_cast<size_t>(v_reader) - 2].kind, lower::StmtKind::AsyncWait) << ir;
+  ASSERT_GE(max_at, 0) << ir;
+  EXPECT_LT(max_at, v_reader) << ir;  // the softmax's row max is computed before V is waited for
+}
+
 }  // namespace
 }  // namespace morgana::testing
