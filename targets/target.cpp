@@ -681,9 +681,12 @@ int64_t busy_blocks_per_sm(const Target& t, int64_t blocks, int64_t threads, int
   return std::min(resident_blocks_per_sm(t, threads, smem_bytes, 0), (blocks + sms - 1) / sms);
 }
 
-int64_t block_threads(const Target& t, int64_t blocks, int64_t threads, bool has_matmul) {
+int64_t block_threads(const Target& t, int64_t blocks, int64_t threads, bool has_matmul, int64_t loop,
+                      int64_t largest_tile) {
   if (has_matmul) return threads;
   while (blocks < t.execution.sms && threads * 2 <= t.execution.max_threads_per_block / 2) threads *= 2;
+  const int64_t warp = t.execution.warp_size;
+  while (loop > 1 && threads > warp && threads % (2 * warp) == 0 && largest_tile < 2 * threads) threads /= 2;
   return threads;
 }
 
@@ -691,7 +694,11 @@ int64_t block_threads(const Target& t, const ir::Graph& body) {
   const ir::BlockParams& p = body.block_params();
   bool has_matmul = false;
   for (const ir::Node& n : body.nodes()) has_matmul = has_matmul || n.op == ir::OpCode::matmul;
-  return block_threads(t, p.grid[0] * p.grid[1] * p.grid[2], p.threads, has_matmul);
+  int64_t largest_tile = 0;  // of the tiles the block computes on (a save's result is the whole output)
+  for (const ir::Node& n : body.nodes())
+    if (n.op != ir::OpCode::save)
+      for (int i = 0; i < n.num_results; ++i) largest_tile = std::max(largest_tile, body.type(body.result(n, i)).numel());
+  return block_threads(t, p.grid[0] * p.grid[1] * p.grid[2], p.threads, has_matmul, p.loop, largest_tile);
 }
 
 MatmulTiling matmul_tiling(const Target& t, const MatrixInstr& mi, int64_t batches, int64_t rows, int64_t cols,

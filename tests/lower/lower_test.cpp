@@ -557,7 +557,10 @@ TEST(Lower, CombineLoopsLoadIntoRegistersAndPreloadNarrowRows) {
     EXPECT_EQ(dst.space, lower::Space::registers) << lower::print(p);
     EXPECT_TRUE(dst.layout.elements);
     EXPECT_EQ(dst.layout.run, targets::element_run(dst.numel(), dst.shape.back(), combine.block[0]));
-    EXPECT_EQ(dst.layout.run, 1);  // 64 partial outputs on 128 threads: an element per thread, not eight on eight
+    // 64 partial outputs: the block's threads cut to 32 (targets::block_threads), each with a run of two, not
+    // eight on eight threads
+    EXPECT_EQ(combine.block[0], 32) << lower::print(p);
+    EXPECT_EQ(dst.layout.run, 2);
     EXPECT_LE(s.vector_bytes, dst.layout.run * 2);               // f16: a thread's access within its run
     EXPECT_FALSE(s.async || s.batch);
     EXPECT_EQ(s.ahead, 0);

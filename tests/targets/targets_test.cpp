@@ -206,11 +206,27 @@ TEST(Targets, H100) {
 TEST(Targets, SmallGridsWithoutMatmulsGetMoreThreads) {
   const Target t = find_target("h100", kTargets);
   ASSERT_EQ(t.execution.max_threads_per_block, 1024);
-  EXPECT_EQ(block_threads(t, 8, 128, false), 512);
-  EXPECT_EQ(block_threads(t, 8, 32, false), 512);
-  EXPECT_EQ(block_threads(t, 8, 128, true), 128);
-  EXPECT_EQ(block_threads(t, t.execution.sms, 128, false), 128);
-  EXPECT_EQ(block_threads(t, 8, 512, false), 512);
+  const int64_t big = int64_t{1} << 20;  // tiles that give every thread plenty
+  EXPECT_EQ(block_threads(t, 8, 128, false, 1, big), 512);
+  EXPECT_EQ(block_threads(t, 8, 32, false, 1, big), 512);
+  EXPECT_EQ(block_threads(t, 8, 128, true, 1, big), 128);
+  EXPECT_EQ(block_threads(t, t.execution.sms, 128, false, 1, big), 128);
+  EXPECT_EQ(block_threads(t, 8, 512, false, 1, big), 512);
+}
+
+// ... and a block that loops (a combine) fewer, down to a warp, where its largest tile would leave a thread fewer
+// than two elements; a block with matmuls, or without a loop, keeps its threads.
+TEST(Targets, CombinesOfSmallTilesGetFewerThreads) {
+  const Target t = find_target("h100", kTargets);
+  const int64_t many = 4 * t.execution.sms, warp = t.execution.warp_size;
+  EXPECT_EQ(block_threads(t, many, 128, false, 16, 128), 64);   // one row of 128 columns, 16 splits
+  EXPECT_EQ(block_threads(t, many, 128, false, 8, 80), warp);   // one row of 80
+  EXPECT_EQ(block_threads(t, many, 128, false, 8, 1), warp);
+  EXPECT_EQ(block_threads(t, many, 128, false, 8, 256), 128);
+  EXPECT_EQ(block_threads(t, many, 128, false, 1, 128), 128);   // no loop
+  EXPECT_EQ(block_threads(t, many, 128, true, 8, 128), 128);    // matmuls
+  EXPECT_EQ(block_threads(t, 64, 128, false, 8, 1024), 512);    // raised for the idle SMs, then kept: two each
+  EXPECT_EQ(block_threads(t, 64, 128, false, 8, 512), 256);
 }
 
 TEST(Targets, A100AndRtx4090) {

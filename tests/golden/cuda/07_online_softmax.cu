@@ -66,7 +66,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) ref_k0_S(const mg::f16* __r
 //   S: output f16[4,32]
 //   workspace: workspace 1024 bytes
 // Kernels, in launch order:
-//   cand_k0_M grid [4,1,1] block [512,1,1] shared 128 B  node 'M,L' (tests/verify/catalogue/true/07_online_softmax.mg:9:10)
+//   cand_k0_M grid [4,1,1] block [32,1,1] shared 128 B  node 'M,L' (tests/verify/catalogue/true/07_online_softmax.mg:9:10)
 //   cand_k1_D grid [1,1,1] block [512,1,1] shared 16 B  node 'D' (tests/verify/catalogue/true/07_online_softmax.mg:20:7)
 //   cand_k2_E grid [1,1,1] block [512,1,1] shared 0 B  node 'E' (tests/verify/catalogue/true/07_online_softmax.mg:21:7)
 //   cand_k3_S grid [1,1,1] block [512,1,1] shared 16 B  node 'S' (tests/verify/catalogue/true/07_online_softmax.mg:22:7)
@@ -111,10 +111,10 @@ extern "C" __global__ void __launch_bounds__(512, 1) ref_k0_S(const mg::f16* __r
 
 // ---- kernel 0: node 'M,L' (tests/verify/catalogue/true/07_online_softmax.mg:9:10)
 // M, L = block(X) grid=[4,1,1] threads=32 loop=4
-// grid [4,1,1], 512 threads, 128 bytes of shared memory, loop of 4
-extern "C" __global__ void __launch_bounds__(512, 1) cand_k0_M(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
+// grid [4,1,1], 32 threads, 128 bytes of shared memory, loop of 4
+extern "C" __global__ void __launch_bounds__(32, 1) cand_k0_M(const mg::f16* __restrict__ p_X, mg::f16* __restrict__ p_S, unsigned char* __restrict__ p_workspace) {
   extern __shared__ __align__(16) unsigned char mg_smem[];
-  mg::assume_threads<512>();
+  mg::assume_threads<32>();
   const long long bx = blockIdx.x;
   mg::f16* const g_M = reinterpret_cast<mg::f16*>(p_workspace + 0);  // f16[4,1]
   mg::f16* const g_L = reinterpret_cast<mg::f16*>(p_workspace + 256);  // f16[4,1]
@@ -127,11 +127,11 @@ extern "C" __global__ void __launch_bounds__(512, 1) cand_k0_M(const mg::f16* __
   using S_l = mg::Shape<1, 1, 1, 1>;
   float* const t_l = reinterpret_cast<float*>(mg_smem + 112);  // f32[1,1]
   using S_Mx = mg::Shape<1, 1, 1, 1>;
-  mg::Elements<S_Mx, 512, 1> r_Mx;  // f32[1,1] in registers, each thread its runs of 1
+  mg::Elements<S_Mx, 32, 1> r_Mx;  // f32[1,1] in registers, each thread its runs of 1
   using S_La = mg::Shape<1, 1, 1, 1>;
-  mg::Elements<S_La, 512, 1> r_La;  // f32[1,1] in registers, each thread its runs of 1
+  mg::Elements<S_La, 32, 1> r_La;  // f32[1,1] in registers, each thread its runs of 1
   using S_La_max = mg::Shape<1, 1, 1, 1>;
-  mg::Elements<S_La_max, 512, 1> r_La_max;  // f32[1,1] in registers, each thread its runs of 1
+  mg::Elements<S_La_max, 32, 1> r_La_max;  // f32[1,1] in registers, each thread its runs of 1
   // x = iter(X, imap=[0,-,-], fmap=1)  [tests/verify/catalogue/true/07_online_softmax.mg:10:9]
   mg::load<S_x, mg::Global<1, 1, 4, 32, 0, 0, 32, 1>, 0, 16, mg::copy_async_batch>(t_x_buffers, p_X, 0, 0, bx, 0, 0.0f);
   mg::async_wait<1>();
