@@ -1284,12 +1284,7 @@ class Explorer {
     }
     std::sort(timed.begin(), timed.end());
     std::vector<ir::BlockParams> best;
-    // Sizes tied with the last one kept stay too: estimated alone (its operands as parameters) the kernel may not
-    // tell sizes apart that the whole program does (gqa_h16_d80_k1024's combine: six grids at 5.17 us alone, 3.89
-    // against 5.17 in the program, where its operands are partial results in the workspace), and which of them
-    // came first in `sizes` must not decide.
-    for (size_t i = 0; i < timed.size() && (i < kSizesPerStructure || timed[i].first == timed[i - 1].first); ++i)
-      best.push_back(sizes[timed[i].second]);
+    for (size_t i = 0; i < timed.size() && i < kSizesPerStructure; ++i) best.push_back(sizes[timed[i].second]);
     return best_sizes_.emplace(key, std::move(best)).first->second;
   }
 
