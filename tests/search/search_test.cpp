@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -112,25 +113,34 @@ TEST(Search, FindsNTransInOneKernelAndCompletes) {
   EXPECT_EQ(count(best, "rms_norm("), 2) << best;
 }
 
+// Every candidate the generator emits for attention_heads_small, printed: enumerated once for the tests of its
+// split-KV forms below, each of which looks for its own pattern in them.
+const std::vector<std::string>& attention_heads_candidates() {
+  static const std::vector<std::string> texts = [] {
+    Generator gen(spec("attention_heads_small"), h200(), small());
+    std::atomic<bool> stop{false};
+    std::vector<std::string> out;
+    for (size_t task = 0; task < gen.num_tasks(); ++task) {
+      GenStats stats;
+      gen.explore(task, stats, [&](Candidate&& c) { out.push_back(ir::print(c.graph)); }, stop);
+    }
+    return out;
+  }();
+  return texts;
+}
+
 // Split-KV over a grid that also cuts the heads: the partial row sums stack their splits along their unit dim and
 // the partial P·V along V's columns, and the combining block op slices both (and the running maxes) by the same
 // split with one loop. The generator must produce that form (before the search ranks it).
 TEST(Search, GeneratesSplitKvWhoseGridAlsoCutsTheHeads) {
-  Generator gen(spec("attention_heads_small"), h200(), small());
-  std::atomic<bool> stop{false};
   int split_kv = 0;
   std::string example;
-  for (size_t task = 0; task < gen.num_tasks(); ++task) {
-    GenStats stats;
-    gen.explore(task, stats, [&](Candidate&& c) {
-      const std::string text = ir::print(c.graph);
-      if (count(text, "= block(") == 2 && count(text, "iter(K, imap=[0,-,2], fmap=2)") == 1 &&
-          count(text, "save(") == 4 && count(text, "acc_rescale_sum(") == 4) {
-        if (example.empty()) example = text;
-        ++split_kv;
-      }
-    }, stop);
-  }
+  for (const std::string& text : attention_heads_candidates())
+    if (count(text, "= block(") == 2 && count(text, "iter(K, imap=[0,-,2], fmap=2)") == 1 &&
+        count(text, "save(") == 4 && count(text, "acc_rescale_sum(") == 4) {
+      if (example.empty()) example = text;
+      ++split_kv;
+    }
   ASSERT_GT(split_kv, 0);
   // Its combine loops over the splits of all three partial results.
   EXPECT_EQ(count(example, "fmap=2)"), 4) << example;  // K's keys, then the three partial results' splits
@@ -140,19 +150,13 @@ TEST(Search, GeneratesSplitKvWhoseGridAlsoCutsTheHeads) {
 // along the rows: its combine can then give every row its own block and walk the splits (along the rows, the
 // splits would be the rows' outer part, which no combine grid cuts row by row).
 TEST(Search, SplitKvWithWholeRowsCombinesRowByRow) {
-  Generator gen(spec("attention_heads_small"), h200(), small());
-  std::atomic<bool> stop{false};
   int row_combines = 0, rows_stacked = 0;
-  for (size_t task = 0; task < gen.num_tasks(); ++task) {
-    GenStats stats;
-    gen.explore(task, stats, [&](Candidate&& c) {
-      const std::string text = ir::print(c.graph);
-      if (count(text, "= block(") != 2 || count(text, "iter(Q, imap=[0,-,-])") != 1 ||
-          count(text, "iter(K, imap=[0,2,-], fmap=2)") != 1)
-        return;
-      rows_stacked += count(text, "omap=[0,1,-])") >= 3 && count(text, "save(") == 4;
-      row_combines += count(text, "omap=[0,2,-])") == 3 && count(text, "grid=[8,64,1]") == 1;
-    }, stop);
+  for (const std::string& text : attention_heads_candidates()) {
+    if (count(text, "= block(") != 2 || count(text, "iter(Q, imap=[0,-,-])") != 1 ||
+        count(text, "iter(K, imap=[0,2,-], fmap=2)") != 1)
+      continue;
+    rows_stacked += count(text, "omap=[0,1,-])") >= 3 && count(text, "save(") == 4;
+    row_combines += count(text, "omap=[0,2,-])") == 3 && count(text, "grid=[8,64,1]") == 1;
   }
   EXPECT_GT(row_combines, 0);
   EXPECT_EQ(rows_stacked, 0);
@@ -162,21 +166,14 @@ TEST(Search, SplitKvWithWholeRowsCombinesRowByRow) {
 // fmap), which the generator offered only with loops of 2 and more (qknorm_h8_d128_k1024: 10.7 us on the H100 in
 // one iteration against the 13.9 of the two-kernel form found instead).
 TEST(Search, SplitKvBlocksAlsoTakeTheirPartInOneIteration) {
-  Generator gen(spec("attention_heads_small"), h200(), small());
-  std::atomic<bool> stop{false};
   int found = 0;
   std::string example;
-  for (size_t task = 0; task < gen.num_tasks(); ++task) {
-    GenStats stats;
-    gen.explore(task, stats, [&](Candidate&& c) {
-      const std::string text = ir::print(c.graph);
-      if (count(text, "= block(") == 2 && count(text, "iter(K, imap=[0,-,2])") == 1 && count(text, "fmap=") == 3 &&
-          count(text, "acc_rescale_sum(") == 4 && count(text, "acc_max(") == 1) {
-        if (example.empty()) example = text;
-        ++found;
-      }
-    }, stop);
-  }
+  for (const std::string& text : attention_heads_candidates())
+    if (count(text, "= block(") == 2 && count(text, "iter(K, imap=[0,-,2])") == 1 && count(text, "fmap=") == 3 &&
+        count(text, "acc_rescale_sum(") == 4 && count(text, "acc_max(") == 1) {
+      if (example.empty()) example = text;
+      ++found;
+    }
   ASSERT_GT(found, 0);
   EXPECT_EQ(count(example, "loop=1 {"), 1) << example;  // the split block; its combine loops over the splits
 }
