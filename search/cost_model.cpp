@@ -228,12 +228,27 @@ Cost estimate(const ir::Graph& mugraph, const targets::Target& t) {
   for (const ir::Node& n : mugraph.nodes()) {
     const ir::OpKind kind = ir::op_info(n.op).kind;
     if (kind == ir::OpKind::Input || kind == ir::OpKind::Output) continue;
-    detail::Work w = kind == ir::OpKind::Block ? detail::block_work(mugraph, n, t)
-                                               : detail::predefined_work(mugraph, n, t);
-    c.kernels.push_back(time_kernel(std::move(w), t));
+    c.kernels.push_back(estimate_kernel(mugraph, n, t));
     c.total_us += c.kernels.back().time_us;
   }
   return c;
+}
+
+KernelCost estimate_kernel(const ir::Graph& mugraph, const ir::Node& n, const targets::Target& t) {
+  detail::Work w = ir::op_info(n.op).kind == ir::OpKind::Block ? detail::block_work(mugraph, n, t)
+                                                                : detail::predefined_work(mugraph, n, t);
+  return time_kernel(std::move(w), t);
+}
+
+uint64_t kernel_context_hash(const ir::Graph& mugraph, const ir::Node& n) {
+  uint64_t h = 0;
+  for (ir::TensorId o : mugraph.operands(n)) {
+    const ir::TensorType& type = mugraph.type(o);
+    h = ir::hash_mix(h, static_cast<uint64_t>(type.dtype));
+    for (int64_t d : type.shape()) h = ir::hash_mix(h, static_cast<uint64_t>(d));
+    h = ir::hash_mix(h, static_cast<uint64_t>(mugraph.node(mugraph.tensor(o).producer).op));
+  }
+  return h;
 }
 
 }  // namespace morgana::search

@@ -598,5 +598,39 @@ TEST(CostModel, RowsOfPartLinesCostTheirExtraRequests) {
   EXPECT_GT(target("h100").cost.partial_line_request_ns, 0);
 }
 
+
+// A kernel is priced where it stands: a combine folding partial results that a previous kernel left in the
+// workspace loads them into registers, the same block op over a spec input streams it through the copy engine
+// (sm_90a TMA). So the search must price a last op's sizes in its program (generator best_sizes; H100
+// gqa_h16_d80_k1024's combine grids tie alone at 5.17 us, in the program the best is 3.89), and the context hash
+// it memoises them by tells the two apart.
+const char* kFold =
+    "  Y = block(P) grid=[64,1,1] threads=128 loop=8 {\n"
+    "    p = iter(P, imap=[0,-,-], fmap=1)\n"
+    "    a = acc_sum(p)\n"
+    "    save(a, omap=[0,-,-])\n"
+    "  }\n"
+    "  return Y\n"
+    "}\n";
+
+TEST(CostModel, AKernelIsPricedWithItsOperandsAsTheKernelsBeforeLeaveThem) {
+  const ir::Graph after = parse(std::string("kernel after(X: f32[64,2048]) {\n  P = exp(X)\n") + kFold);
+  const ir::Graph alone = parse(std::string("kernel alone(P: f32[64,2048]) {\n") + kFold);
+  const ir::Node& fold_after = after.nodes()[after.nodes().size() - 2];
+  const ir::Node& fold_alone = alone.nodes()[alone.nodes().size() - 2];
+  ASSERT_EQ(fold_after.op, ir::OpCode::block);
+  ASSERT_EQ(fold_alone.op, ir::OpCode::block);
+  const KernelCost in_program = estimate_kernel(after, fold_after, target("h100"));
+  const KernelCost by_itself = estimate_kernel(alone, fold_alone, target("h100"));
+  EXPECT_TRUE(in_program.loads_in_registers) << estimate(after, target("h100")).str();
+  EXPECT_FALSE(by_itself.loads_in_registers) << estimate(alone, target("h100")).str();
+  EXPECT_NE(in_program.time_us, by_itself.time_us);
+  EXPECT_NE(kernel_context_hash(after, fold_after), kernel_context_hash(alone, fold_alone));
+  // estimate() is the sum of its kernels, each priced where it stands.
+  const Cost whole = estimate(after, target("h100"));
+  ASSERT_EQ(whole.kernels.size(), 2u);
+  EXPECT_DOUBLE_EQ(whole.kernels[1].time_us, in_program.time_us);
+}
+
 }  // namespace
 }  // namespace morgana::search
