@@ -607,11 +607,11 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bo
   }
   k.smem_bytes = static_cast<int64_t>(smem);
   k.synchronous_loads = synchronous_loads;  // not pipelined, perhaps preloaded (time_kernel)
-  k.regs_per_thread = regs_for(acc_elems, k.threads, t);
+  w.row_register_peak = row_register_peak(body, in_rows, k.threads);
+  k.regs_per_thread = regs_for(std::max(acc_elems, w.row_register_peak * k.threads), k.threads, t);
   k.barriers_per_block = p.loop * loop_depth + epilogue_depth;
   for (const auto& [level, share] : loop_pass) k.pass_elements_per_block += static_cast<double>(p.loop) * share;
   for (const auto& [level, share] : epilogue_pass) k.pass_elements_per_block += share;
-  w.row_register_peak = row_register_peak(body, in_rows, k.threads);
   return w;
 }
 

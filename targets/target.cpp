@@ -144,6 +144,7 @@ const KeySpec<Target> kCostKeys[] = {
     MG_KEY(cost, vector_efficiency, optional, fraction, NoChoices()),
     MG_KEY(cost, warp_stream_gbps, optional, non_negative, NoChoices()),
     MG_KEY(cost, partial_line_request_ns, optional, non_negative, NoChoices()),
+    MG_KEY(cost, block_dispatch_ns, optional, non_negative, NoChoices()),
     MG_KEY(cost, chain_shown_at, optional, fraction, NoChoices()),
     MG_KEY(cost, row_reduction_ns, optional, non_negative, NoChoices()),
 };

@@ -128,6 +128,8 @@ struct Cost {
                               // full through overlap_miss (in proportion below); 0: always in full (optional)
   double row_reduction_ns = 0;  // one row reduction of register rows (warp shuffles) in a block's chain, beside its
                                 // barriers; 0: not modelled (optional)
+  double block_dispatch_ns = 0;  // the device's time to start one more block of a grid (blocks start one after the
+                                 // other, device-wide): a kernel takes at least blocks x this; 0: not modelled (optional)
 };
 
 struct Target {

@@ -9,7 +9,9 @@ false: the harness builds no tensor maps), possibly edited by hand: its header c
 kernel, the grid, block and shared memory it is launched with (edit those lines too when a change needs another
 launch shape). The program launches each variant's kernels in order on the same inputs, checks every output against
 the first variant's (max |difference| and the largest |value|), then times each: all launches of a pass over 8
-rotated input sets in one CUDA graph, median of 30 replays, microseconds per pass. This is how a change to the
+rotated input sets in one CUDA graph, median of 30 replays, microseconds per pass. A variant whose text holds
+`// harness: programmatic launch` launches its kernels after the first with programmatic dependent launch (sm_90;
+the griddepcontrol instructions in its kernels are the variant's own). This is how a change to the
 lowering is tried by hand before it is built (bench/notes-fast-kernels-2.md). With HARNESS_PROFILE=N in the environment
 it only checks, then launches each variant N times (for ncu).
 """
@@ -35,7 +37,7 @@ def parse(path):
     prog = re.search(r"^// program (\w+),", text, re.M).group(1)
     if "TensorMap" in text.split("#include \"morgana_tile.cuh\"")[1]:
         sys.exit(f"{path}: uses the copy engine (TensorMap parameters); emit it for a target with [async] tma = false")
-    return text, prog, params, int(ws.group(1)) if ws else 0, kernels
+    return text, prog, params, int(ws.group(1)) if ws else 0, kernels, "// harness: programmatic launch" in text
 
 
 def main():
@@ -45,7 +47,7 @@ def main():
     src = ["#include <cuda_runtime.h>", "#include <cuda_fp16.h>", "#include <cstdio>", "#include <cstdlib>",
            "#include <vector>", "#include <algorithm>", "#include <cmath>", "#define MG_WARP_SIZE 32",
            '#include "morgana_tile.cuh"']
-    for i, (text, prog, p, ws, kernels) in enumerate(parsed):
+    for i, (text, prog, p, ws, kernels, _) in enumerate(parsed):
         assert [x[:4] for x in p] == [x[:4] for x in params], f"{variants[i]}: other parameters than {variants[0]}"
         body = text.split('#include "morgana_tile.cuh"', 1)[1].replace(prog + "_", f"v{i}_")
         src.append(f"// ---- variant {i}: {variants[i]}")
@@ -82,14 +84,14 @@ static float to_float(const void* p, int dtype_bytes, bool bf, size_t i) {
     outs = [(name, dt, n) for name, role, dt, n in params if role == "output"]
     src.append(f"  const int nv = {len(parsed)};")
     src.append("  std::vector<std::vector<Buf>> out(nv); std::vector<void*> ws(nv);")
-    for i, (_, _, _, wsb, _) in enumerate(parsed):
+    for i, (_, _, _, wsb, _, _) in enumerate(parsed):
         for name, dt, n in outs:
             src.append(f"  {{ void* d; CK(cudaMalloc(&d, {n} * {DTYPES[dt][1]})); out[{i}].push_back({{d, {n} * {DTYPES[dt][1]}}}); }}")
         src.append(f"  CK(cudaMalloc(&ws[{i}], {max(wsb, 256)}));")
     src.append("  cudaStream_t st; CK(cudaStreamCreate(&st));")
-    for i, (_, _, p, _, kernels) in enumerate(parsed):
+    for i, (_, _, p, _, kernels, programmatic) in enumerate(parsed):
         src.append(f"  auto launch{i} = [&](int s) {{")
-        for kname, grid, block, smem in kernels:
+        for ki, (kname, grid, block, smem) in enumerate(kernels):
             kname = kname.replace(parsed[i][1] + "_", f"v{i}_")
             if smem > 48 * 1024:
                 src.append(f"    static bool attr = false; if (!attr) {{ CK(cudaFuncSetAttribute({kname}, "
@@ -104,8 +106,18 @@ static float to_float(const void* p, int dtype_bytes, bool bf, size_t i) {
                     args.append(f"({ty}*)out[{i}][{oi}].p")
                     oi += 1
             args.append(f"(unsigned char*)ws[{i}]")
-            src.append(f"    {kname}<<<dim3({grid[0]},{grid[1]},{grid[2]}), dim3({block[0]},{block[1]},{block[2]}), "
-                       f"{smem}, st>>>({', '.join(args)});")
+            if programmatic and ki > 0:
+                # Programmatic dependent launch (sm_90): the kernel may start while the one before finishes; it
+                # waits for it with griddepcontrol.wait (written into the variant by hand).
+                src.append("    { cudaLaunchConfig_t c = {}; cudaLaunchAttribute a[1]; "
+                           "a[0].id = cudaLaunchAttributeProgrammaticStreamSerialization; "
+                           "a[0].val.programmaticStreamSerializationAllowed = 1; "
+                           f"c.gridDim = dim3({grid[0]},{grid[1]},{grid[2]}); c.blockDim = dim3({block[0]},{block[1]},{block[2]}); "
+                           f"c.dynamicSmemBytes = {smem}; c.stream = st; c.attrs = a; c.numAttrs = 1; "
+                           f"CK(cudaLaunchKernelEx(&c, {kname}, {', '.join(args)})); }}")
+            else:
+                src.append(f"    {kname}<<<dim3({grid[0]},{grid[1]},{grid[2]}), dim3({block[0]},{block[1]},{block[2]}), "
+                           f"{smem}, st>>>({', '.join(args)});")
         src.append("  };")
     # check
     src.append("  std::vector<std::vector<std::vector<unsigned char>>> host(nv);")
