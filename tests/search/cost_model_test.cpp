@@ -604,18 +604,22 @@ TEST(CostModel, RowsOfPartLinesCostTheirExtraRequests) {
 // (sm_90a TMA). So the search must price a last op's sizes in its program (generator best_sizes; H100
 // gqa_h16_d80_k1024's combine grids tie alone at 5.17 us, in the program the best is 3.89), and the context hash
 // it memoises them by tells the two apart.
-const char* kFold =
-    "  Y = block(P) grid=[64,1,1] threads=128 loop=8 {\n"
-    "    p = iter(P, imap=[0,-,-], fmap=1)\n"
-    "    a = acc_sum(p)\n"
-    "    save(a, omap=[0,-,-])\n"
-    "  }\n"
-    "  return Y\n"
-    "}\n";
+// The end of a program: a block op folding P's rows over `loop` iterations, its result returned.
+std::string fold_of_p(int blocks, int threads, int loop) {
+  return "  Y = block(P) grid=[" + std::to_string(blocks) + ",1,1] threads=" + std::to_string(threads) +
+         " loop=" + std::to_string(loop) +
+         " {\n"
+         "    p = iter(P, imap=[0,-,-], fmap=1)\n"
+         "    a = acc_sum(p)\n"
+         "    save(a, omap=[0,-,-])\n"
+         "  }\n"
+         "  return Y\n"
+         "}\n";
+}
 
 TEST(CostModel, AKernelIsPricedWithItsOperandsAsTheKernelsBeforeLeaveThem) {
-  const ir::Graph after = parse(std::string("kernel after(X: f32[64,2048]) {\n  P = exp(X)\n") + kFold);
-  const ir::Graph alone = parse(std::string("kernel alone(P: f32[64,2048]) {\n") + kFold);
+  const ir::Graph after = parse("kernel after(X: f32[64,2048]) {\n  P = exp(X)\n" + fold_of_p(64, 128, 8));
+  const ir::Graph alone = parse("kernel alone(P: f32[64,2048]) {\n" + fold_of_p(64, 128, 8));
   const ir::Node& fold_after = after.nodes()[after.nodes().size() - 2];
   const ir::Node& fold_alone = alone.nodes()[alone.nodes().size() - 2];
   ASSERT_EQ(fold_after.op, ir::OpCode::block);
@@ -632,22 +636,11 @@ TEST(CostModel, AKernelIsPricedWithItsOperandsAsTheKernelsBeforeLeaveThem) {
   EXPECT_DOUBLE_EQ(whole.kernels[1].time_us, in_program.time_us);
 }
 
-
 // Blocks start one after another device-wide (block_dispatch_ns): the same fold in 4096 one-warp blocks pays their
 // dispatch, in 1024 four-warp blocks far less of it (H100: gqa_b8's combine 5.28 us under ncu as 4096 blocks of 32
 // threads, 4.51 as 1024 of 128; the model without the term had them 4.16 against 5.13).
 std::string row_fold(int rows_per_block) {
-  const int blocks = 4096 / rows_per_block;
-  return "kernel fold(X: f32[4096,256]) {\n"
-         "  P = exp(X)\n"
-         "  Y = block(P) grid=[" + std::to_string(blocks) + ",1,1] threads=" + std::to_string(32 * rows_per_block) +
-         " loop=4 {\n"
-         "    p = iter(P, imap=[0,-,-], fmap=1)\n"
-         "    a = acc_sum(p)\n"
-         "    save(a, omap=[0,-,-])\n"
-         "  }\n"
-         "  return Y\n"
-         "}\n";
+  return "kernel fold(X: f32[4096,256]) {\n  P = exp(X)\n" + fold_of_p(4096 / rows_per_block, 32 * rows_per_block, 4);
 }
 
 TEST(CostModel, ManySmallBlocksPayTheirDispatch) {
