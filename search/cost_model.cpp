@@ -244,9 +244,9 @@ KernelCost estimate_kernel(const ir::Graph& mugraph, const ir::Node& n, const ta
   return time_kernel(std::move(w), t);
 }
 
-uint64_t kernel_context_hash(const ir::Graph& mugraph, const ir::Node& n) {
+uint64_t kernel_context_hash(const ir::Graph& mugraph, std::span<const ir::TensorId> operands) {
   uint64_t h = 0;
-  for (ir::TensorId o : mugraph.operands(n)) {
+  for (ir::TensorId o : operands) {
     const ir::TensorType& type = mugraph.type(o);
     h = ir::hash_mix(h, static_cast<uint64_t>(type.dtype));
     for (int64_t d : type.shape()) h = ir::hash_mix(h, static_cast<uint64_t>(d));

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -74,9 +75,9 @@ Cost estimate(const ir::Graph& mugraph, const targets::Target& t);
 // The cost of one kernel op `n` of `mugraph` where it stands: what estimate() adds up for it.
 KernelCost estimate_kernel(const ir::Graph& mugraph, const ir::Node& n, const targets::Target& t);
 
-// All a kernel's cost reads of the graph around it (besides its own body and attributes): each operand's type and
-// the op that produced it (a spec input streams differently from a previous kernel's result). A memo of kernel
-// costs keyed by the body, the attributes and this hash is exact.
-uint64_t kernel_context_hash(const ir::Graph& mugraph, const ir::Node& n);
+// All a kernel's cost reads of the graph around it (besides its own body and attributes): each of its operands'
+// type and the op that produced it (a spec input streams differently from a previous kernel's result). A memo of
+// kernel costs keyed by the body, the attributes and this hash of the kernel's operands is exact.
+uint64_t kernel_context_hash(const ir::Graph& mugraph, std::span<const ir::TensorId> operands);
 
 }  // namespace morgana::search

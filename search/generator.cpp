@@ -1264,13 +1264,13 @@ class Explorer {
                                                  const std::vector<ir::BlockParams>& sizes) {
     std::vector<ir::TensorType> types;
     for (TensorId t : sk.operands) types.push_back(kg_.type(t));
-    uint64_t key = body.hash();
+    uint64_t key = ir::hash_mix(body.hash(), kernel_context_hash(kg_, sk.operands));
     for (const ir::BlockParams& p : sizes) {
       for (int64_t g : p.grid) key = ir::hash_mix(key, static_cast<uint64_t>(g));
       key = ir::hash_mix(ir::hash_mix(key, static_cast<uint64_t>(p.threads)), static_cast<uint64_t>(p.loop));
     }
+    if (auto it = best_sizes_.find(key); it != best_sizes_.end()) return it->second;
     std::vector<std::pair<double, size_t>> timed;
-    bool keyed = false;
     for (size_t i = 0; i < sizes.size(); ++i) {
       std::optional<Graph> g = replay(body, sizes[i], types);
       if (!g) continue;
@@ -1280,16 +1280,7 @@ class Explorer {
       } catch (const UserError&) {
         continue;
       }
-      const ir::Node& node = kg_.node(static_cast<ir::NodeId>(before));
-      if (!keyed) {
-        key = ir::hash_mix(key, kernel_context_hash(kg_, node));
-        keyed = true;
-        if (auto it = best_sizes_.find(key); it != best_sizes_.end()) {
-          kg_.truncate(before);
-          return it->second;
-        }
-      }
-      KernelCost c = estimate_kernel(kg_, node, sh_.target);
+      KernelCost c = estimate_kernel(kg_, kg_.node(static_cast<ir::NodeId>(before)), sh_.target);
       kg_.truncate(before);
       if (c.infeasible.empty()) timed.push_back({c.time_us, i});
     }

@@ -629,7 +629,7 @@ TEST(CostModel, AKernelIsPricedWithItsOperandsAsTheKernelsBeforeLeaveThem) {
   EXPECT_TRUE(in_program.loads_in_registers) << estimate(after, target("h100")).str();
   EXPECT_FALSE(by_itself.loads_in_registers) << estimate(alone, target("h100")).str();
   EXPECT_NE(in_program.time_us, by_itself.time_us);
-  EXPECT_NE(kernel_context_hash(after, fold_after), kernel_context_hash(alone, fold_alone));
+  EXPECT_NE(kernel_context_hash(after, after.operands(fold_after)), kernel_context_hash(alone, alone.operands(fold_alone)));
   // estimate() is the sum of its kernels, each priced where it stands.
   const Cost whole = estimate(after, target("h100"));
   ASSERT_EQ(whole.kernels.size(), 2u);
