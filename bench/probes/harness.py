@@ -11,7 +11,8 @@ launch shape). The program launches each variant's kernels in order on the same 
 the first variant's (max |difference| and the largest |value|), then times each: all launches of a pass over 8
 rotated input sets in one CUDA graph, median of 30 replays, microseconds per pass. A variant whose text holds
 `// harness: programmatic launch` launches its kernels after the first with programmatic dependent launch (sm_90;
-the griddepcontrol instructions in its kernels are the variant's own). This is how a change to the
+the griddepcontrol instructions in its kernels are the variant's own); a kernel line of the header that ends in
+`cluster [x,y,z]` launches that kernel in thread-block clusters of that shape (sm_90). This is how a change to the
 lowering is tried by hand before it is built (bench/notes-fast-kernels-2.md). With HARNESS_PROFILE=N in the environment
 it only checks, then launches each variant N times (for ncu).
 """
@@ -31,9 +32,11 @@ def parse(path):
             n *= d
         params.append((m.group(1), m.group(2), m.group(3), n))
     ws = re.search(r"^//   workspace: workspace (\d+) bytes$", text, re.M)
-    for m in re.finditer(r"^//   (\w+) grid \[(\d+),(\d+),(\d+)\] block \[(\d+),(\d+),(\d+)\] shared (\d+) B", text, re.M):
+    for m in re.finditer(r"^//   (\w+) grid \[(\d+),(\d+),(\d+)\] block \[(\d+),(\d+),(\d+)\] shared (\d+) B"
+                         r"(?: cluster \[(\d+),(\d+),(\d+)\])?", text, re.M):
+        cluster = [int(m.group(i)) for i in range(9, 12)] if m.group(9) else None
         kernels.append((m.group(1), [int(m.group(i)) for i in range(2, 5)], [int(m.group(i)) for i in range(5, 8)],
-                        int(m.group(8))))
+                        int(m.group(8)), cluster))
     prog = re.search(r"^// program (\w+),", text, re.M).group(1)
     if "TensorMap" in text.split("#include \"morgana_tile.cuh\"")[1]:
         sys.exit(f"{path}: uses the copy engine (TensorMap parameters); emit it for a target with [async] tma = false")
@@ -91,7 +94,7 @@ static float to_float(const void* p, int dtype_bytes, bool bf, size_t i) {
     src.append("  cudaStream_t st; CK(cudaStreamCreate(&st));")
     for i, (_, _, p, _, kernels, programmatic) in enumerate(parsed):
         src.append(f"  auto launch{i} = [&](int s) {{")
-        for ki, (kname, grid, block, smem) in enumerate(kernels):
+        for ki, (kname, grid, block, smem, cluster) in enumerate(kernels):
             kname = kname.replace(parsed[i][1] + "_", f"v{i}_")
             if smem > 48 * 1024:
                 src.append(f"    static bool attr = false; if (!attr) {{ CK(cudaFuncSetAttribute({kname}, "
@@ -106,7 +109,20 @@ static float to_float(const void* p, int dtype_bytes, bool bf, size_t i) {
                     args.append(f"({ty}*)out[{i}][{oi}].p")
                     oi += 1
             args.append(f"(unsigned char*)ws[{i}]")
-            if programmatic and ki > 0:
+            if cluster:
+                # A thread-block cluster (sm_90), set by hand on the kernel's header line (`cluster [x,y,z]`); more
+                # than 8 blocks need the non-portable size allowed.
+                if cluster[0] * cluster[1] * cluster[2] > 8:
+                    src.append(f"    static bool np{ki} = false; if (!np{ki}) {{ CK(cudaFuncSetAttribute({kname}, "
+                               f"cudaFuncAttributeNonPortableClusterSizeAllowed, 1)); np{ki} = true; }}")
+                src.append("    { cudaLaunchConfig_t c = {}; cudaLaunchAttribute a[1]; "
+                           "a[0].id = cudaLaunchAttributeClusterDimension; "
+                           f"a[0].val.clusterDim.x = {cluster[0]}; a[0].val.clusterDim.y = {cluster[1]}; "
+                           f"a[0].val.clusterDim.z = {cluster[2]}; "
+                           f"c.gridDim = dim3({grid[0]},{grid[1]},{grid[2]}); c.blockDim = dim3({block[0]},{block[1]},{block[2]}); "
+                           f"c.dynamicSmemBytes = {smem}; c.stream = st; c.attrs = a; c.numAttrs = 1; "
+                           f"CK(cudaLaunchKernelEx(&c, {kname}, {', '.join(args)})); }}")
+            elif programmatic and ki > 0:
                 # Programmatic dependent launch (sm_90): the kernel may start while the one before finishes; it
                 # waits for it with griddepcontrol.wait (written into the variant by hand).
                 src.append("    { cudaLaunchConfig_t c = {}; cudaLaunchAttribute a[1]; "
