@@ -254,6 +254,19 @@ bool held_in_rows(const Node& nd, OpKind kind, std::span<const ir::TensorId> ops
   }
 }
 
+// Whether rms_norm `norm`, whose matmul `matmul` scales its product instead (ir::norm_scaled_after), has its sums of
+// squares taken from the A fragments the matmul is fed (the lowering's pass norms_from_fragments): it is the matmul's
+// A, over a 16-bit tile, and the product is held in rows on the matrix instruction.
+bool norm_from_fragments(const ir::Graph& body, const Node& norm, ir::NodeId matmul, const std::vector<char>& in_rows,
+                         int64_t warps, int64_t threads, const targets::Target& t) {
+  const Node& m = body.node(matmul);
+  const auto ops = body.operands(m);
+  if (ops[0] != body.result(norm) || ir::dtype_bytes(body.type(body.operands(norm)[0]).dtype) != 2) return false;
+  const auto in = types_of(body, ops);
+  const auto out = result_types(body, m);
+  return held_in_rows(m, OpKind::Matmul, ops, in, out[0], op_flops(m.op, in, out, t), in_rows, warps, threads, t);
+}
+
 // How the block's warps share a matmul of operands `in` and result `out` on matrix instruction mi
 // (targets::matmul_tiling, the lowering's rule).
 targets::MatmulTiling tiling_of(const targets::MatrixInstr& mi, std::span<const TensorType> in, const TensorType& out,
@@ -489,9 +502,15 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bo
     const OpKind kind = ir::op_info(nd.op).kind;
     // An rms_norm whose matmul scales its product instead (ir::norm_scaled_after) is its sum of squares alone: one
     // pass, no tile of its own; the product's scaling goes with the matmul.
-    const bool scaled_after =
-        kind == OpKind::Norm &&
-        ir::norm_scaled_after(body, sections, static_cast<ir::NodeId>(&nd - body.nodes().data())).has_value();
+    const std::optional<ir::NodeId> scaling_matmul =
+        kind == OpKind::Norm ? ir::norm_scaled_after(body, sections, static_cast<ir::NodeId>(&nd - body.nodes().data()))
+                             : std::nullopt;
+    const bool scaled_after = scaling_matmul.has_value();
+    // A norm of that matmul's A rows whose product is held in rows on the matrix instruction has its sums of
+    // squares taken from the fragments the matmul is fed (the lowering's pass norms_from_fragments): no pass, no
+    // level of its own.
+    const bool from_fragments =
+        scaled_after && rows_allowed && norm_from_fragments(body, nd, *scaling_matmul, in_rows, warps, k.threads, t);
     if (kind == OpKind::Save) {
       k.dram_write_bytes += bytes_of(g.type(g.result(n, static_cast<int>(saves++))));
       continue;
@@ -569,21 +588,22 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bo
                                     op_flops(reader.op, rin, rout, t), readers, p.loop, warps, k.threads, t);
     }
     add_flops(w, f, blocks * static_cast<double>(epi ? 1 : p.loop),
-              rows || across || across_acc || feeds_fold || elements, t);
+              rows || across || across_acc || feeds_fold || elements || from_fragments, t);
     if (!rows && !across && !across_acc && !elements && fold == Folding::none && !scaled_after)
       for (const auto& o : out) smem += static_cast<double>(o.numel() * ir::dtype_bytes(kComputeType));
     // A statement in registers works on its own rows (or elements): it needs no barrier level of its own; a unary
     // folded into a neighbour's pass neither. rms_norm is two passes (the sum of squares, then the scaling); held in
     // elements only its sum publishes through shared memory.
     const bool own_elements = elements && kind != OpKind::Norm;
-    const int64_t level_of = rows || across || across_acc || own_elements ? std::max<int64_t>(d, 1)
+    const int64_t level_of = from_fragments                                ? d
+                             : rows || across || across_acc || own_elements ? std::max<int64_t>(d, 1)
                              : fold == Folding::into_writer                ? std::max<int64_t>(d, 1)
                              : fold == Folding::into_reader                ? d
                              : kind == OpKind::Norm                        ? d + (elements || scaled_after ? 1 : 2)
                                                              : d + 1 + split_k_turns(kind, in, out[0], f, warps, t);
     int64_t& level = epi ? epilogue_depth : loop_depth;
     level = std::max(level, level_of);
-    if (!rows && !across_acc && !elements && fold == Folding::none) {
+    if (!rows && !across_acc && !elements && !from_fragments && fold == Folding::none) {
       double share = 0;
       for (const auto& x : in) share = std::max(share, static_cast<double>(x.numel()));
       share = std::max(share, static_cast<double>(out[0].numel())) / static_cast<double>(k.threads);

@@ -352,7 +352,11 @@ class Emitter {
       case StmtKind::Matmul: {
         // A product going into a rescaled accumulator adds every iteration: the rescale cleared it on the first.
         const std::string accumulate = s.scale >= 0 ? "true" : s.accumulate ? "it != 0" : "false";
-        if (k.tiles[static_cast<size_t>(s.dst)].space == Space::registers)
+        if (s.norm_rows)  // QK-norm's query factors from the fragments (pass norms_from_fragments)
+          line(in + t(s.dst) + ".mma_row_normed<" + S(s.a) + ", " + S(s.b) + ">(" + t(s.a) + ", " + t(s.b) + ", " +
+                   lambda({}, "", *s.norm_rows) + ");",
+               origin);
+        else if (k.tiles[static_cast<size_t>(s.dst)].space == Space::registers)
           line(in + t(s.dst) + ".mma<" + S(s.a) + ", " + S(s.b) + ">(" + t(s.a) + ", " +
                    (s.scale >= 0 ? t(s.scale) + ", " : "") + t(s.b) + ", " + accumulate + ");",
                origin);

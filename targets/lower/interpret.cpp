@@ -346,10 +346,23 @@ class Machine {
           C[i * N + j] = acc;
         }
     }
+    if (s.norm_rows) {  // each row times the rms-norm factor of A's row (norms_from_fragments)
+      for (int64_t bi = 0; bi < numel(batch); ++bi) {
+        const float* A = a.data() + broadcast_offset(ba, unflatten(bi, batch)) * M * K;
+        float* C = c.data() + bi * M * N;
+        for (int64_t i = 0; i < M; ++i) {
+          float sum = 0;
+          for (int64_t k = 0; k < K; ++k) sum += A[i * K + k] * A[i * K + k];
+          const float factor = apply_maps(*s.norm_rows, sum);
+          for (int64_t j = 0; j < N; ++j) C[i * N + j] *= factor;
+        }
+      }
+    }
     if (add)
       for (size_t e = 0; e < c.size(); ++e) c[e] += prev[e];
     put(s.dst, c, s);
   }
+
 
   // Operand a of an elementwise statement or reduction, each element through the statement's pre maps.
   std::vector<float> operand_a(const Stmt& s) {

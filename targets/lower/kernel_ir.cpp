@@ -270,7 +270,9 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
       if (s.scale >= 0)
         return t(s.dst) + " += matmul(" + t(s.a) + " * " + t(s.scale) + ", " + t(s.b) + ")" + warp_tiling() +
                "  # A's rows scaled";
-      return t(s.dst) + (s.accumulate ? " += " : " = ") + "matmul(" + t(s.a) + ", " + t(s.b) + ")" + warp_tiling();
+      return t(s.dst) + (s.accumulate ? " += " : " = ") + "matmul(" + t(s.a) + ", " + t(s.b) + ")" +
+             (s.norm_rows ? " * " + mapped(*s.norm_rows, "row_sum_squares(" + t(s.a) + ")") : "") + warp_tiling() +
+             (s.norm_rows ? "  # row norms from its fragments" : "");
     case StmtKind::Reduce:
       if (s.accumulate)
         return t(s.dst) + " fold= " + op + "(" + a + ", dim=" + std::to_string(s.dim) + ", to=" + std::to_string(s.to) +

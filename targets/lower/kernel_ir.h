@@ -163,6 +163,10 @@ struct Stmt {
   // exp(m - M') per row into register row vector `scale`; the Matmul after it (dst: the accumulator, accumulating
   // every iteration) multiplies its A operand's rows by `scale` as they become fragments.
   int scale = -1;
+  // Matmul (pass norms_from_fragments, QK-norm's queries): each row of the product is multiplied by these maps of
+  // the sum of squares of A's row, taken from the fragments the matrix instruction is fed: an rms_norm's
+  // rsqrt(sum * (1/n) + eps), whose reduction and multiply the pass removed.
+  std::optional<std::vector<ElementMap>> norm_rows;
   int tensor = -1;                    // Load/Store: index into LoweredProgram::tensors
   std::vector<Affine> origin;         // Load/Store: one per dim of the tensor
   uint32_t mask = 0;                  // Load/Store: bit d set when dim d needs a bounds check

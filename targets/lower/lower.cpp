@@ -109,6 +109,7 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
     fold_by_teams(k, target);
     own_accumulator_state(k, target);
     accumulate_rescaled_products(k);
+    norms_from_fragments(k, target);
     wait_by_first_use(k);
     plan_shared_memory(k, target, options.spill_to_global);  // again: register tiles free shared memory
     insert_barriers(k);

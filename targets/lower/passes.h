@@ -139,6 +139,11 @@ void own_accumulator_state(Kernel& k, const targets::Target& target);
 // tile for the product, no additions of it.
 void accumulate_rescaled_products(Kernel& k);
 
+// Pass 6i (fragment_norms.cpp): a matmul on a matrix instruction whose product is scaled by the rms-norm factors of
+// its A operand's rows (ir::norm_scaled_after: QK-norm's queries) takes the sums of squares from the A fragments it
+// is fed (Stmt::norm_rows): the reduction over the shared tile, its barrier and the multiply go.
+void norms_from_fragments(Kernel& k, const targets::Target& target);
+
 // Pass 6h (wait_by_first_use.cpp): a section's batch of asynchronous copies (pass 3b) goes out as one batch per
 // statement that first reads its tiles, each waited for just before that statement instead of all at the section's
 // start (sections without pipeline buffers).

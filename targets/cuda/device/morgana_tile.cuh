@@ -937,11 +937,18 @@ struct WarpTiling {
   __device__ __forceinline__ static int computed(int task) { return has(task) ? task : tasks - 1; }
 };
 
+// What a task's matmul does besides the products with the A fragments it loads: nothing.
+struct NoSums {
+  template <class T>
+  __device__ __forceinline__ void on_a(const unsigned (&)[4]) {}
+};
+
 // acc[j] (+)= the task's product over K steps [k_first, k_first + k_steps) for atom j of the task: ATOMS_N
-// accumulators of Atom::c_values in registers, A loaded once per K step and shared by the atoms.
-template <class Atom, class S, class SA, class SB, int ATOMS_N, class TA, class TB>
+// accumulators of Atom::c_values in registers, A loaded once per K step and shared by the atoms; `sums` sees each A
+// fragment (NoSums: nothing; RowSums: the sums of squares of A's rows).
+template <class Atom, class S, class SA, class SB, int ATOMS_N, class TA, class TB, class Sums = NoSums>
 __device__ __forceinline__ void mma_task(float (&acc)[ATOMS_N][Atom::c_values], const TA* a, const TB* b, int task,
-                                         int k_first, int k_steps, int lane) {
+                                         int k_first, int k_steps, int lane, Sums&& sums = Sums{}) {
   typedef typename Type16<TA, TB>::type T;  // the 16-bit operand's type (lowering allows one f32 operand)
   constexpr int M = S::d2, N = S::d3, K = SA::d3;
   constexpr int groups_n = N / (Atom::n * ATOMS_N), row_blocks = (M + Atom::m - 1) / Atom::m;
@@ -957,6 +964,7 @@ __device__ __forceinline__ void mma_task(float (&acc)[ATOMS_N][Atom::c_values], 
     const int k0 = step * Atom::k;
     unsigned fa[4];
     load_a<Atom, SA, T>(fa, pa, m0, k0, lane);
+    sums.template on_a<T>(fa);
     mma_atoms<Atom, SB, T>(acc, fa, pb, k0, n0, lane);
   }
 }
@@ -1121,6 +1129,58 @@ __host__ __device__ constexpr bool c_feeds_a() {
   return true;
 }
 
+// The value of 16-bit element `half` (0: the low one) of a fragment register, in f32.
+template <class T>
+__device__ __forceinline__ float fragment_value(unsigned r, int half) {
+  T x;
+  x.bits = static_cast<unsigned short>(r >> (16 * half));
+  return to_f32(x);
+}
+
+// Sums of squares of A's rows over a task's K steps, taken from the fragments the matrix instruction is fed (lowering
+// pass norms_from_fragments: QK-norm's query factors without a pass over shared memory or a barrier): rows[v] for the
+// row of C value v, through A's renaming to C values (c_for_a). finish() combines the lanes and values that share a
+// row (the C layout's row-free ones) and scales the task's accumulators by post(row sum).
+template <class Atom>
+struct RowSums {
+  static_assert(c_feeds_a<Atom>(), "the target file's A layout does not follow its C rows (lowering checks)");
+  float rows[Atom::c_values] = {};
+
+  template <class T>
+  __device__ __forceinline__ void on_a(const unsigned (&a)[4]) {
+    constexpr CForA<Atom> map{};
+#pragma unroll
+    for (int v = 0; v < Atom::a_values; ++v) {
+      const float x = fragment_value<T>(a[v / 2], v % 2);
+      rows[map.x[v] % Atom::c_values] += x * x;
+    }
+  }
+  template <int ATOMS_N, class Post>
+  __device__ __forceinline__ void finish(float (&acc)[ATOMS_N][Atom::c_values], Post post) {
+    constexpr int values = row_free_values<Atom>(), lanes = row_free_lanes<Atom>();
+#pragma unroll
+    for (int b = 1; b < Atom::c_values; b *= 2)
+      if (values & b) {
+        float t[Atom::c_values];
+#pragma unroll
+        for (int v = 0; v < Atom::c_values; ++v) t[v] = rows[v] + rows[v ^ b];
+#pragma unroll
+        for (int v = 0; v < Atom::c_values; ++v) rows[v] = t[v];
+      }
+#pragma unroll
+    for (int b = 1; b < kWarpSize; b *= 2)
+      if (lanes & b)
+#pragma unroll
+        for (int v = 0; v < Atom::c_values; ++v) rows[v] += shfl_xor(rows[v], b);
+#pragma unroll
+    for (int v = 0; v < Atom::c_values; ++v) {
+      const float factor = post(rows[v]);
+#pragma unroll
+      for (int j = 0; j < ATOMS_N; ++j) acc[j][v] *= factor;
+    }
+  }
+};
+
 // A tile [S] of f32 held in registers, in the C fragments of Atom tiled over the block's WARPS warps as WarpTiling
 // says: a matmul's result (mma() runs the matmul into the registers, accumulating across a kernel's for-loop
 // without touching shared memory; A may itself be a register tile of whole rows), or what statements over whole
@@ -1159,6 +1219,28 @@ struct Fragments {
       if (!accumulate) clear(i);
       constexpr int k_steps = K / Atom::k / SPLIT;
       mma_task<Atom, S, SA, SB, ATOMS_N>(acc[i], a, b, task, part * k_steps, k_steps, lane);
+    }
+  }
+
+  // The product of two shared tiles, A 16-bit, with each row times post(the sum of squares of A's row): an rms_norm's
+  // factor (lowering pass norms_from_fragments), taken from the fragments the instruction is fed.
+  template <class SA, class SB, class TA, class TB, class Post>
+  __device__ __forceinline__ void mma_row_normed(const TA* a, const TB* b, Post post) {
+    static_assert(SPLIT == 1 && sizeof(TA) == 2, "lowering takes row norms from 16-bit A fragments of whole K");
+    constexpr int K = SA::d3;
+    static_assert(K % Atom::k == 0, "lowering chose the tiling for K");
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+#pragma unroll
+    for (int i = 0; i < Tiling::per_warp; ++i) {
+      int task = warp + i * Tiling::teams;
+      if constexpr (Tiling::groups_n == 1)
+        task = Tiling::computed(task);
+      else if (!Tiling::has(task))
+        break;
+      clear(i);
+      RowSums<Atom> sums;
+      mma_task<Atom, S, SA, SB, ATOMS_N>(acc[i], a, b, task, 0, K / Atom::k, lane, sums);
+      sums.finish(acc[i], post);
     }
   }
 
