@@ -12,7 +12,9 @@
 #include "ir/diagnostic.h"
 #include "ir/printer.h"
 #include "search/cost_model.h"
+#include "ir/parser.h"
 #include "search/generator.h"
+#include "search/partial_fusion.h"
 #include "search/pool.h"
 #include "verify/equivalence.h"
 #include "verify/float_check.h"
@@ -79,10 +81,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-}  // namespace
+// The widest window of the partial-fusion fallback, in spec ops: a window search is a search of its own, and the
+// windows of n ops number about n times this.
+constexpr size_t kPartialFusionWindow = 3;
 
-SearchResult search(const ir::Graph& spec, const targets::Target& target, const SearchOptions& options,
-                    const ProgressFn& on_progress) {
+// The search; `partial` allows the partial-fusion fallback (off in its own window searches).
+SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, const SearchOptions& options,
+                         const ProgressFn& on_progress, bool partial) {
   auto t0 = std::chrono::steady_clock::now();
   if (options.shard.count < 1 || options.shard.index < 0 || options.shard.index >= options.shard.count)
     throw UserError("--shard: index must be in 0..count-1");
@@ -176,6 +181,33 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
   result.stats.pruned = std::move(counts.pruned);
   result.stats.tasks_total = total;
   result.stats.tasks_done = done;
+
+  // No complete fused candidate (a spec the generator cannot fuse within its limits): the best partial fusion, the
+  // spec's ops in windows searched apart and stitched (docs/search.md, "Partial fusion"), in the enumeration's time
+  // that is left. Unsharded only: each shard would search the windows again.
+  uint64_t partial_hash = 0;
+  std::string partial_summary;
+  const double partial_time_s = options.time_limit_s * kEnumerationShare - seconds_since(t0);
+  if (partial && counts.complete == 0 && options.shard.count == 1 && partial_time_s > 0) {
+    SearchOptions window_options = options;
+    window_options.top = 1;
+    auto search_window = [&](const ir::Graph& window, double limit_s) -> std::optional<ir::Graph> {
+      window_options.time_limit_s = limit_s;
+      SearchResult r = search_impl(window, target, window_options, {}, false);
+      // A window cut short makes the answer depend on timing, like the enumeration's own limit.
+      result.stats.timed_out = result.stats.timed_out || r.stats.timed_out;
+      if (!r.found()) return std::nullopt;
+      return std::move(ir::parse_module(r.top[0].mugraph).programs[0]);
+    };
+    std::optional<PartialFusion> p =
+        partial_fusion(spec, target, kPartialFusionWindow, partial_time_s, search_window);
+    // Every window back as its ops as written is the spec itself, which is a candidate below.
+    if (p && p->graph.hash() != spec.hash()) {
+      partial_hash = p->graph.hash();
+      partial_summary = std::move(p->summary);
+      all.push_back({std::move(p->graph), p->cost_us, partial_hash, partial_hash});
+    }
+  }
 
   // The spec as written (its ops as predefined kernels) is always a candidate: a valid spec never ends without an
   // answer (a spec with more ops than --max-kernel-ops keeps has no complete fused candidate at all), and no answer
@@ -282,11 +314,18 @@ SearchResult search(const ir::Graph& spec, const targets::Target& target, const 
     char buf[200];
     std::snprintf(buf, sizeof buf, "cheap exact %d trials%s; float check max error %.3g of tolerance",
                   options.trials, best ? ", full exact 1 trial" : "", fc.error);
-    result.top.push_back(ranked(c, buf));
+    result.top.push_back(ranked(c, buf + (c.hash == partial_hash ? "; " + partial_summary : std::string())));
   }
   result.stats.verify_seconds = seconds_since(verify_start);
   result.stats.seconds = seconds_since(t0);
   return result;
+}
+
+}  // namespace
+
+SearchResult search(const ir::Graph& spec, const targets::Target& target, const SearchOptions& options,
+                    const ProgressFn& on_progress) {
+  return search_impl(spec, target, options, on_progress, true);
 }
 
 }  // namespace morgana::search

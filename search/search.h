@@ -5,8 +5,9 @@
 // Determinism: the space is cut into tasks (subtrees) in a fixed order; every task's candidates are collected,
 // then sorted by (cost, canonical hash), so the answer does not depend on the thread count or on which thread ran
 // which task. A shard i/n explores only the tasks whose index is i mod n; merging the shards' results
-// (merge_results) gives exactly what one run gives. Only a time limit that cuts the search short makes the answer
-// depend on timing; the result says so (`timed_out`).
+// (merge_results) gives exactly what one run gives, but for the partial-fusion fallback (search/partial_fusion.h),
+// which only an unsharded search runs when it finds no complete candidate. Only a time limit that cuts the search
+// short makes the answer depend on timing; the result says so (`timed_out`).
 #pragma once
 
 #include <cstdint>
@@ -65,7 +66,8 @@ struct SearchStats {
   uint64_t tasks_total = 0, tasks_done = 0; // of this shard
   double seconds = 0;                       // wall clock of the whole search
   double verify_seconds = 0;                // of which verifying the candidates
-  bool timed_out = false;                   // the time limit cut the enumeration short
+  bool timed_out = false;                   // the time limit cut the enumeration short (or a window search of
+                                            // the partial-fusion fallback)
   uint64_t unverified_for_time = 0;         // top places left empty: the time limit came before their checks
   bool operator==(const SearchStats&) const = default;
 };

@@ -1,0 +1,165 @@
+#include "search/partial_fusion.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "search/cost_model.h"
+
+namespace morgana::search {
+
+namespace {
+
+constexpr ir::TensorId kUnbound = std::numeric_limits<ir::TensorId>::max();
+
+bool is_compute(ir::OpCode op) { return op != ir::OpCode::input && op != ir::OpCode::output; }
+
+// Binds each tensor of `from` to one of `into`, node by node.
+// Names go along only where asked (a window of the spec keeps the spec's names, which are distinct; the windows'
+// μGraphs each name their own tensors t0, t1, ... and would clash).
+class Inliner {
+ public:
+  Inliner(ir::Graph& into, const ir::Graph& from, bool names)
+      : into_(into), from_(from), names_(names), map_(from.num_tensors(), kUnbound) {}
+
+  void bind(ir::TensorId from, ir::TensorId to) { map_[from] = to; }
+  ir::TensorId at(ir::TensorId from) const { return map_[from]; }
+
+  void copy(const ir::Node& n) {
+    std::vector<ir::TensorId> ops;
+    for (ir::TensorId o : from_.operands(n)) ops.push_back(map_[o]);
+    const std::vector<ir::TensorId> results =
+        n.op == ir::OpCode::block ? into_.add_block(ops, from_.body(n)) : into_.add(n.op, ops, n.attrs);
+    for (size_t r = 0; r < results.size(); ++r) {
+      const ir::TensorId t = from_.result(n, static_cast<int>(r));
+      map_[t] = results[r];
+      if (names_ && !from_.name(t).empty()) into_.set_name(results[r], from_.name(t));
+    }
+  }
+
+ private:
+  ir::Graph& into_;
+  const ir::Graph& from_;
+  bool names_;
+  std::vector<ir::TensorId> map_;
+};
+
+}  // namespace
+
+std::vector<ir::NodeId> compute_ops(const ir::Graph& g) {
+  std::vector<ir::NodeId> ops;
+  for (ir::NodeId id = 0; id < g.nodes().size(); ++id)
+    if (is_compute(g.node(id).op)) ops.push_back(id);
+  return ops;
+}
+
+WindowInterface window_interface(const ir::Graph& spec, const std::vector<ir::NodeId>& ops, size_t first,
+                                 size_t last) {
+  WindowInterface io;
+  std::vector<char> inside(spec.num_tensors(), 0), seen(spec.num_tensors(), 0), read_after(spec.num_tensors(), 0);
+  for (size_t i = first; i < last; ++i) {
+    const ir::Node& n = spec.node(ops[i]);
+    for (ir::TensorId o : spec.operands(n))
+      if (!inside[o] && !seen[o]) {
+        seen[o] = 1;
+        io.inputs.push_back(o);
+      }
+    for (int r = 0; r < n.num_results; ++r) inside[spec.result(n, r)] = 1;
+  }
+  for (size_t i = last; i < ops.size(); ++i)
+    for (ir::TensorId o : spec.operands(spec.node(ops[i]))) read_after[o] = 1;
+  for (ir::TensorId o : spec.outputs()) read_after[o] = 1;
+  for (size_t i = first; i < last; ++i) {
+    const ir::Node& n = spec.node(ops[i]);
+    for (int r = 0; r < n.num_results; ++r)
+      if (read_after[spec.result(n, r)]) io.outputs.push_back(spec.result(n, r));
+  }
+  return io;
+}
+
+ir::Graph window_spec(const ir::Graph& spec, const std::vector<ir::NodeId>& ops, size_t first, size_t last) {
+  const WindowInterface io = window_interface(spec, ops, first, last);
+  ir::Graph w;
+  w.set_name(spec.name());
+  Inliner in(w, spec, true);
+  for (ir::TensorId t : io.inputs) in.bind(t, w.add_input(spec.type(t), spec.name(t)));
+  for (size_t i = first; i < last; ++i) in.copy(spec.node(ops[i]));
+  for (ir::TensorId t : io.outputs) w.add_output(in.at(t));
+  return w;
+}
+
+std::vector<ir::TensorId> inline_program(ir::Graph& into, const ir::Graph& from, std::span<const ir::TensorId> args) {
+  MG_CHECK(args.size() == from.inputs().size(), "inline_program: one argument per input");
+  Inliner in(into, from, false);
+  for (size_t i = 0; i < args.size(); ++i) in.bind(from.inputs()[i], args[i]);
+  for (const ir::Node& n : from.nodes())
+    if (is_compute(n.op)) in.copy(n);
+  std::vector<ir::TensorId> outs;
+  for (ir::TensorId o : from.outputs()) outs.push_back(in.at(o));
+  return outs;
+}
+
+std::optional<PartialFusion> partial_fusion(const ir::Graph& spec, const targets::Target& target, size_t max_window,
+                                            double time_limit_s, const WindowSearch& search_window) {
+  const std::vector<ir::NodeId> ops = compute_ops(spec);
+  const size_t n = ops.size();
+  if (n < 2) return std::nullopt;
+  max_window = std::min(max_window, n - 1);
+  // Every window [first, last) of at most max_window ops, searched once, in order.
+  std::map<std::pair<size_t, size_t>, std::optional<ir::Graph>> best;
+  size_t windows = 0;
+  for (size_t first = 0; first < n; ++first) windows += std::min(max_window, n - first);
+  const double each_s = time_limit_s / static_cast<double>(windows);
+  for (size_t first = 0; first < n; ++first)
+    for (size_t last = first + 1; last <= std::min(n, first + max_window); ++last)
+      best[{first, last}] = search_window(window_spec(spec, ops, first, last), each_s);
+  // The cheapest cover: cost[i] of ops [0, i), a window ending at i taken after the cover of its start.
+  std::vector<double> cost(n + 1, INFINITY);
+  std::vector<size_t> from(n + 1, 0);
+  cost[0] = 0;
+  for (size_t last = 1; last <= n; ++last)
+    for (size_t first = last >= max_window ? last - max_window : 0; first < last; ++first) {
+      const std::optional<ir::Graph>& g = best[{first, last}];
+      if (!g || !std::isfinite(cost[first])) continue;
+      const Cost c = estimate(*g, target);
+      if (c.feasible() && cost[first] + c.total_us < cost[last]) {
+        cost[last] = cost[first] + c.total_us;
+        from[last] = first;
+      }
+    }
+  if (!std::isfinite(cost[n])) return std::nullopt;
+  std::vector<std::pair<size_t, size_t>> cover;
+  for (size_t last = n; last > 0; last = from[last]) cover.insert(cover.begin(), {from[last], last});
+
+  PartialFusion p;
+  p.graph.set_name(spec.name());
+  p.graph.set_for_targets(spec.for_targets());
+  std::vector<ir::TensorId> at(spec.num_tensors(), kUnbound);
+  for (ir::TensorId i : spec.inputs()) at[i] = p.graph.add_input(spec.type(i), spec.name(i));
+  for (auto [first, last] : cover) {
+    const WindowInterface io = window_interface(spec, ops, first, last);
+    const ir::Graph& w = *best[{first, last}];
+    MG_CHECK(io.inputs.size() == w.inputs().size() && io.outputs.size() == w.outputs().size(),
+             "partial_fusion: a window's best has another interface than its spec");
+    std::vector<ir::TensorId> args;
+    for (ir::TensorId t : io.inputs) args.push_back(at[t]);
+    const std::vector<ir::TensorId> outs = inline_program(p.graph, w, args);
+    for (size_t o = 0; o < outs.size(); ++o) at[io.outputs[o]] = outs[o];
+    const size_t kernels = compute_ops(w).size();
+    p.summary += std::string(p.summary.empty() ? "" : ", ") +
+                 (last - first > 1 ? "ops " + std::to_string(first + 1) + "-" + std::to_string(last)
+                                   : "op " + std::to_string(first + 1)) +
+                 " in " + std::to_string(kernels) + (kernels == 1 ? " kernel" : " kernels");
+  }
+  for (ir::TensorId o : spec.outputs()) p.graph.add_output(at[o]);
+  for (size_t o = 0; o < spec.outputs().size(); ++o)
+    if (!spec.name(spec.outputs()[o]).empty()) p.graph.set_name(p.graph.outputs()[o], spec.name(spec.outputs()[o]));
+  const Cost total = estimate(p.graph, target);
+  if (!total.feasible()) return std::nullopt;
+  p.cost_us = total.total_us;
+  p.summary = "partial fusion of the spec's " + std::to_string(n) + " ops, windows searched apart: " + p.summary;
+  return p;
+}
+
+}  // namespace morgana::search
