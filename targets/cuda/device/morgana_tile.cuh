@@ -1098,6 +1098,27 @@ __host__ __device__ constexpr int row_free_values() {
 }
 __host__ __device__ constexpr int bits_set(int x) { return x == 0 ? 0 : (x & 1) + bits_set(x >> 1); }
 
+// r[v] (a value per C value of one lane) folded with the values and lanes that hold the same row (row_free_values,
+// row_free_lanes): afterwards each r[v] is the fold of its whole row, in every lane that holds part of it.
+template <class Atom, class Op>
+__device__ __forceinline__ void fold_row_shares(float (&r)[Atom::c_values], Op op) {
+  constexpr int values = row_free_values<Atom>(), lanes = row_free_lanes<Atom>();
+#pragma unroll
+  for (int b = 1; b < Atom::c_values; b *= 2)
+    if (values & b) {
+      float t[Atom::c_values];
+#pragma unroll
+      for (int v = 0; v < Atom::c_values; ++v) t[v] = op(r[v], r[v ^ b]);
+#pragma unroll
+      for (int v = 0; v < Atom::c_values; ++v) r[v] = t[v];
+    }
+#pragma unroll
+  for (int b = 1; b < kWarpSize; b *= 2)
+    if (lanes & b)
+#pragma unroll
+      for (int v = 0; v < Atom::c_values; ++v) r[v] = op(r[v], shfl_xor(r[v], b));
+}
+
 // A's fragment from C fragments of the same lane (P of P·V from S's accumulators, FlashAttention-style): value v of
 // A's K step s is value c_value of C atom s * (k / n) + c_atom. Found from lane 0; c_feeds_a checks every lane.
 template <class Atom>
@@ -1157,21 +1178,7 @@ struct RowSums {
   }
   template <int ATOMS_N, class Post>
   __device__ __forceinline__ void finish(float (&acc)[ATOMS_N][Atom::c_values], Post post) {
-    constexpr int values = row_free_values<Atom>(), lanes = row_free_lanes<Atom>();
-#pragma unroll
-    for (int b = 1; b < Atom::c_values; b *= 2)
-      if (values & b) {
-        float t[Atom::c_values];
-#pragma unroll
-        for (int v = 0; v < Atom::c_values; ++v) t[v] = rows[v] + rows[v ^ b];
-#pragma unroll
-        for (int v = 0; v < Atom::c_values; ++v) rows[v] = t[v];
-      }
-#pragma unroll
-    for (int b = 1; b < kWarpSize; b *= 2)
-      if (lanes & b)
-#pragma unroll
-        for (int v = 0; v < Atom::c_values; ++v) rows[v] += shfl_xor(rows[v], b);
+    fold_row_shares<Atom>(rows, SumOp());
 #pragma unroll
     for (int v = 0; v < Atom::c_values; ++v) {
       const float factor = post(rows[v]);
@@ -1392,8 +1399,8 @@ __device__ __forceinline__ void regs_reduce(F& dst, const X& x, Op op, Pre pre, 
   typedef typename X::Tiling Tiling;
   static_assert(F::Tiling::row_vector && F::Tiling::tasks == Tiling::tasks && Tiling::groups_n == 1,
                 "a row vector of the same rows");
-  constexpr int lanes = row_free_lanes<Atom>(), values = row_free_values<Atom>();
-  static_assert((1 << bits_set(lanes)) * (1 << bits_set(values)) == Atom::n, "the lanes and values of a row cover it");
+  static_assert((1 << bits_set(row_free_lanes<Atom>())) * (1 << bits_set(row_free_values<Atom>())) == Atom::n,
+                "the lanes and values of a row cover it");
 #pragma unroll
   for (int i = 0; i < Tiling::per_warp; ++i) {
     float r[Atom::c_values];
@@ -1403,20 +1410,7 @@ __device__ __forceinline__ void regs_reduce(F& dst, const X& x, Op op, Pre pre, 
 #pragma unroll
       for (int j = 1; j < X::atoms_n; ++j) r[v] = op(r[v], pre(x.acc[i][j][v]));
     }
-#pragma unroll
-    for (int b = 1; b < Atom::c_values; b *= 2)
-      if (values & b) {
-        float t[Atom::c_values];
-#pragma unroll
-        for (int v = 0; v < Atom::c_values; ++v) t[v] = op(r[v], r[v ^ b]);
-#pragma unroll
-        for (int v = 0; v < Atom::c_values; ++v) r[v] = t[v];
-      }
-#pragma unroll
-    for (int b = 1; b < kWarpSize; b *= 2)
-      if (lanes & b)
-#pragma unroll
-        for (int v = 0; v < Atom::c_values; ++v) r[v] = op(r[v], shfl_xor(r[v], b));
+    fold_row_shares<Atom>(r, op);
 #pragma unroll
     for (int v = 0; v < Atom::c_values; ++v) dst.acc[i][0][v] = post(r[v]);
   }
