@@ -2,7 +2,8 @@
 // in their order, cut into windows of consecutive ops, each window searched as a spec of its own (its operands from
 // outside as inputs, its values used after it as outputs); the cheapest cover of the ops by windows, stitched into
 // one kernel graph, becomes a candidate like any other and is verified against the whole spec. What a window search
-// cannot fuse comes back as its ops as written, so the stitched program is never worse than the spec by the model.
+// cannot fuse comes back as its ops as written, so every stretch of ops has a window with an answer; the spec as
+// written stays a candidate beside the stitch (search.cpp), so the answer never costs more than it by the model.
 #pragma once
 
 #include <functional>

@@ -10,9 +10,9 @@
 #include <unordered_set>
 
 #include "ir/diagnostic.h"
+#include "ir/parser.h"
 #include "ir/printer.h"
 #include "search/cost_model.h"
-#include "ir/parser.h"
 #include "search/generator.h"
 #include "search/partial_fusion.h"
 #include "search/pool.h"

@@ -1211,6 +1211,22 @@ struct Fragments {
 
   template <class SA, class SB, class TA, class TB>
   __device__ __forceinline__ void mma(const TA* a, const TB* b, bool accumulate) {
+    mma_each_task<SA, SB, NoSums>(a, b, accumulate, [](NoSums&, float (&)[ATOMS_N][Atom::c_values]) {});
+  }
+
+  // The product of two shared tiles, A 16-bit, with each row times post(the sum of squares of A's row): an rms_norm's
+  // factor (lowering pass norms_from_fragments), taken from the fragments the instruction is fed.
+  template <class SA, class SB, class TA, class TB, class Post>
+  __device__ __forceinline__ void mma_row_normed(const TA* a, const TB* b, Post post) {
+    static_assert(SPLIT == 1 && sizeof(TA) == 2, "lowering takes row norms from 16-bit A fragments of whole K");
+    mma_each_task<SA, SB, RowSums<Atom>>(
+        a, b, false, [&](RowSums<Atom>& sums, float (&acc_i)[ATOMS_N][Atom::c_values]) { sums.finish(acc_i, post); });
+  }
+
+  // Each of this warp's tasks: its part of K's steps into its accumulators, a fresh Sums seeing the A fragments,
+  // then finish(sums, the task's accumulators).
+  template <class SA, class SB, class Sums, class TA, class TB, class Finish>
+  __device__ __forceinline__ void mma_each_task(const TA* a, const TB* b, bool accumulate, Finish finish) {
     constexpr int K = SA::d3;
     static_assert(K % (Atom::k * SPLIT) == 0, "lowering chose the tiling for K");
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
@@ -1225,29 +1241,9 @@ struct Fragments {
         break;
       if (!accumulate) clear(i);
       constexpr int k_steps = K / Atom::k / SPLIT;
-      mma_task<Atom, S, SA, SB, ATOMS_N>(acc[i], a, b, task, part * k_steps, k_steps, lane);
-    }
-  }
-
-  // The product of two shared tiles, A 16-bit, with each row times post(the sum of squares of A's row): an rms_norm's
-  // factor (lowering pass norms_from_fragments), taken from the fragments the instruction is fed.
-  template <class SA, class SB, class TA, class TB, class Post>
-  __device__ __forceinline__ void mma_row_normed(const TA* a, const TB* b, Post post) {
-    static_assert(SPLIT == 1 && sizeof(TA) == 2, "lowering takes row norms from 16-bit A fragments of whole K");
-    constexpr int K = SA::d3;
-    static_assert(K % Atom::k == 0, "lowering chose the tiling for K");
-    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-#pragma unroll
-    for (int i = 0; i < Tiling::per_warp; ++i) {
-      int task = warp + i * Tiling::teams;
-      if constexpr (Tiling::groups_n == 1)
-        task = Tiling::computed(task);
-      else if (!Tiling::has(task))
-        break;
-      clear(i);
-      RowSums<Atom> sums;
-      mma_task<Atom, S, SA, SB, ATOMS_N>(acc[i], a, b, task, 0, K / Atom::k, lane, sums);
-      sums.finish(acc[i], post);
+      Sums sums;
+      mma_task<Atom, S, SA, SB, ATOMS_N>(acc[i], a, b, task, part * k_steps, k_steps, lane, sums);
+      finish(sums, acc[i]);
     }
   }
 
