@@ -460,6 +460,8 @@ ExprId abstract_node(const Graph& g, const Node& n, int result, std::span<const 
     }
     case OpKind::Concat:
       return ar.cat(in(0), in(1));
+    case OpKind::Transpose:
+      return in(0);  // a transpose moves elements, and every element of a tensor has the one expression
     case OpKind::Iter:
       MG_CHECK(n.attrs.index < operand_exprs.size(), "iter over a block operand without an expression");
       return operand_exprs[n.attrs.index];

@@ -198,6 +198,12 @@ bool serves_target(const Graph& program, std::string_view target) {
   return list.empty() || std::find(list.begin(), list.end(), target) != list.end();
 }
 
+bool launches_kernel(const Graph& g, const Node& n) {
+  if (n.op == OpCode::input || n.op == OpCode::output) return false;
+  if (n.op != OpCode::transpose) return true;
+  return std::find(g.outputs().begin(), g.outputs().end(), g.result(n)) != g.outputs().end();
+}
+
 void Graph::truncate(size_t num_nodes) {
   if (num_nodes >= nodes_.size()) return;
   const Node& first = nodes_[num_nodes];

@@ -167,6 +167,10 @@ struct Module {
 // Whether `program` is for `target`: it names it in its `for` list, or has no list.
 bool serves_target(const Graph& program, std::string_view target);
 
+// Whether kernel-level node `n` of `g` launches a kernel: every op but inputs, outputs and views. A transpose is a
+// view of its operand's memory (its readers read that), unless it is returned: then it is copied out.
+bool launches_kernel(const Graph& g, const Node& n);
+
 // Shape rule of one op, derived from its kind. `ctx` is the enclosing block graph for block-level ops (needed by
 // iter and save), `body` the block graph of a `block` op. Throws UserError without location.
 std::vector<TensorType> infer_types(OpCode op, std::span<const TensorType> operands, const Attrs& attrs,

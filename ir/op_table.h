@@ -24,6 +24,7 @@ enum class OpKind : uint8_t {
   Norm,     // rms_norm over one dim
   Softmax,  // composite, kept whole at kernel level
   Concat,   // two operands along one dim
+  Transpose,  // swaps the last two dims; a view (no data moves: its readers read the operand's memory)
   Block,    // a graph-defined kernel (holds a block graph)
   Iter,     // block level: input iterator (imap, fmap); attrs.index names the block operand it reads
   Save,     // block level: output saver (omap)
@@ -66,7 +67,7 @@ enum class FieldSem : uint8_t {
   Uninterpreted,  // keyed random oracle (sqrt, rsqrt, silu, gelu, relu, max)
   Max,            // uninterpreted binary max, used by reduce_max and acc_max
   RescaleSum,     // online-softmax accumulator: sum_t x_t * exp(m_t - max_t m_t)
-  Structural,     // moves data without computing (concat)
+  Structural,     // moves data without computing (concat, transpose)
 };
 
 // The abstract-expression term (ir/abstract_expr.h) of an uninterpreted unary op. ByField: derived from the op's
@@ -99,6 +100,7 @@ using BinaryFn = double (*)(double a, double b);
   X(rms_norm,        Norm,    1,  kKernelLevel | kBlockLevel, kAttrDim | kAttrEps,               kAttrDim,  0,                           Composite,     ByField) \
   X(softmax,         Softmax, 1,  kKernelLevel,               kAttrDim,                          kAttrDim,  0,                           Composite,     ByField) \
   X(concat,          Concat,  2,  kKernelLevel | kBlockLevel, kAttrDim,                          kAttrDim,  0,                           Structural,    ByField) \
+  X(transpose,       Transpose, 1, kKernelLevel,               0,                                 0,         0,                           Structural,    ByField) \
   X(block,           Block,   -1, kKernelLevel,               0,                                 0,         0,                           None,          ByField) \
   X(iter,            Iter,    0,  kBlockLevel,                kAttrImap | kAttrFmap | kAttrMask, kAttrImap, 0,                           None,          ByField) \
   X(save,            Save,    1,  kBlockLevel,                kAttrOmap | kAttrShape,            0,         0,                           None,          ByField) \

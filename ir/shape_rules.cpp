@@ -1,6 +1,7 @@
 // Shape rules, one per OpKind. Every op row of the op table names its kind; nothing here is per op.
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "ir/diagnostic.h"
 #include "ir/graph.h"
@@ -189,6 +190,15 @@ std::vector<TensorType> infer_types(OpCode op, std::span<const TensorType> in, c
     case OpKind::Softmax:
       check_dim(op, in[0], a.dim);
       return {in[0]};
+    case OpKind::Transpose: {
+      if (in[0].rank < 2) fail(op, "needs rank >= 2, got " + dims_str(in[0]));
+      // A view of the operand's memory: the last two dims and their strides swap.
+      TensorType t = in[0];
+      const auto r1 = static_cast<size_t>(t.rank - 1), r2 = static_cast<size_t>(t.rank - 2);
+      std::swap(t.dims[r1], t.dims[r2]);
+      std::swap(t.strides[r1], t.strides[r2]);
+      return {t};
+    }
     case OpKind::Concat: {
       check_same_dtype(op, in);
       if (in[0].rank != in[1].rank) fail(op, "operands have different ranks: " + dims_str(in[0]) + " and " + dims_str(in[1]));

@@ -84,6 +84,11 @@ SpecAxes analyze_axes(const ir::Graph& spec) {
         s.unite(ops[0], ta.rank - 1, ops[1], tb.rank - 2);
         break;
       }
+      case OpKind::Transpose:
+        for (int d = 0; d < r - 2; ++d) s.unite(ops[0], d, out, d);
+        s.unite(ops[0], r - 2, out, r - 1);
+        s.unite(ops[0], r - 1, out, r - 2);
+        break;
       case OpKind::Reduce:
       case OpKind::Concat:
         for (ir::TensorId o : ops)
@@ -171,6 +176,12 @@ std::optional<Labels> infer_labels(ir::OpCode op, const ir::Attrs& attrs, const 
       if (!broadcast_leading(*a, *b, 2, out)) return std::nullopt;
       out.dims[out.rank - 2u] = a->dims[a->rank - 2u];
       out.dims[out.rank - 1u] = b->dims[b->rank - 1u];
+      return out;
+    }
+    case OpKind::Transpose: {
+      if (a->rank < 2) return std::nullopt;
+      Labels out = *a;
+      std::swap(out.dims[a->rank - 1u], out.dims[a->rank - 2u]);
       return out;
     }
     case OpKind::Reduce: {

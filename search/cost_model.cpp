@@ -230,8 +230,7 @@ Cost estimate(const ir::Graph& mugraph, const targets::Target& t) {
   Cost c;
   c.target = t.identity.name;
   for (const ir::Node& n : mugraph.nodes()) {
-    const ir::OpKind kind = ir::op_info(n.op).kind;
-    if (kind == ir::OpKind::Input || kind == ir::OpKind::Output) continue;
+    if (!ir::launches_kernel(mugraph, n)) continue;
     c.kernels.push_back(estimate_kernel(mugraph, n, t));
     c.total_us += c.kernels.back().time_us;
   }

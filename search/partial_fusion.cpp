@@ -2,48 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <map>
 
 #include "search/cost_model.h"
+#include "search/inliner.h"
 
 namespace morgana::search {
 
 namespace {
 
-constexpr ir::TensorId kUnbound = std::numeric_limits<ir::TensorId>::max();
-
 bool is_compute(ir::OpCode op) { return op != ir::OpCode::input && op != ir::OpCode::output; }
-
-// Binds each tensor of `from` to one of `into`, node by node.
-// Names go along only where asked (a window of the spec keeps the spec's names, which are distinct; the windows'
-// μGraphs each name their own tensors t0, t1, ... and would clash).
-class Inliner {
- public:
-  Inliner(ir::Graph& into, const ir::Graph& from, bool names)
-      : into_(into), from_(from), names_(names), map_(from.num_tensors(), kUnbound) {}
-
-  void bind(ir::TensorId from, ir::TensorId to) { map_[from] = to; }
-  ir::TensorId at(ir::TensorId from) const { return map_[from]; }
-
-  void copy(const ir::Node& n) {
-    std::vector<ir::TensorId> ops;
-    for (ir::TensorId o : from_.operands(n)) ops.push_back(map_[o]);
-    const std::vector<ir::TensorId> results =
-        n.op == ir::OpCode::block ? into_.add_block(ops, from_.body(n)) : into_.add(n.op, ops, n.attrs);
-    for (size_t r = 0; r < results.size(); ++r) {
-      const ir::TensorId t = from_.result(n, static_cast<int>(r));
-      map_[t] = results[r];
-      if (names_ && !from_.name(t).empty()) into_.set_name(results[r], from_.name(t));
-    }
-  }
-
- private:
-  ir::Graph& into_;
-  const ir::Graph& from_;
-  bool names_;
-  std::vector<ir::TensorId> map_;
-};
 
 }  // namespace
 
@@ -135,7 +103,7 @@ std::optional<PartialFusion> partial_fusion(const ir::Graph& spec, const targets
   PartialFusion p;
   p.graph.set_name(spec.name());
   p.graph.set_for_targets(spec.for_targets());
-  std::vector<ir::TensorId> at(spec.num_tensors(), kUnbound);
+  std::vector<ir::TensorId> at(spec.num_tensors(), 0);  // every tensor a window reads is bound before it
   for (ir::TensorId i : spec.inputs()) at[i] = p.graph.add_input(spec.type(i), spec.name(i));
   for (auto [first, last] : cover) {
     const WindowInterface io = window_interface(spec, ops, first, last);
@@ -146,7 +114,8 @@ std::optional<PartialFusion> partial_fusion(const ir::Graph& spec, const targets
     for (ir::TensorId t : io.inputs) args.push_back(at[t]);
     const std::vector<ir::TensorId> outs = inline_program(p.graph, w, args);
     for (size_t o = 0; o < outs.size(); ++o) at[io.outputs[o]] = outs[o];
-    const size_t kernels = compute_ops(w).size();
+    size_t kernels = 0;
+    for (const ir::Node& k : w.nodes()) kernels += ir::launches_kernel(w, k);
     p.summary += std::string(p.summary.empty() ? "" : ", ") +
                  (last - first > 1 ? "ops " + std::to_string(first + 1) + "-" + std::to_string(last)
                                    : "op " + std::to_string(first + 1)) +

@@ -15,10 +15,10 @@ std::string fixed(double v, int decimals) {
   return buf;
 }
 
-// Kernel launches of a μGraph: every kernel-level op but its inputs and outputs.
+// Kernel launches of a μGraph.
 size_t kernel_count(const ir::Graph& g) {
   size_t n = 0;
-  for (const ir::Node& node : g.nodes()) n += node.op != ir::OpCode::input && node.op != ir::OpCode::output;
+  for (const ir::Node& node : g.nodes()) n += ir::launches_kernel(g, node);
   return n;
 }
 

@@ -14,6 +14,7 @@
 #include "ir/printer.h"
 #include "search/cost_model.h"
 #include "search/generator.h"
+#include "search/input_views.h"
 #include "search/partial_fusion.h"
 #include "search/pool.h"
 #include "verify/equivalence.h"
@@ -91,6 +92,18 @@ SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, c
   auto t0 = std::chrono::steady_clock::now();
   if (options.shard.count < 1 || options.shard.index < 0 || options.shard.index >= options.shard.count)
     throw UserError("--shard: index must be in 0..count-1");
+  // Transposes of inputs are searched as inputs of their own (input_views.h), and put back in every answer.
+  if (std::optional<InputViews> views = view_inputs(spec)) {
+    SearchResult viewed = search_impl(views->spec, target, options, on_progress, partial);
+    viewed.spec = ir::print(spec);
+    for (RankedCandidate& c : viewed.top) {
+      const ir::Graph g = restore_views(ir::parse_module(c.mugraph).programs[0], spec, *views);
+      c.mugraph = ir::print(g);
+      c.hash = g.hash();
+      c.cost = estimate(g, target).str();
+    }
+    return viewed;
+  }
   SearchResult result;
   result.spec = ir::print(spec);
   result.target = target.identity.name;

@@ -162,6 +162,10 @@ std::optional<std::pair<size_t, int64_t>> propagate(const ir::Graph& g, ir::Tens
         o = idx;
         o[static_cast<size_t>(next->attrs.dim)] %= next->attrs.to;
         break;
+      case OpKind::Transpose:
+        o = idx;
+        std::swap(o[static_cast<size_t>(out.rank - 1)], o[static_cast<size_t>(out.rank - 2)]);
+        break;
       case OpKind::Concat:
         o = idx;
         if (pos == 1) o[static_cast<size_t>(next->attrs.dim)] += g.type(g.operands(*next)[0]).dim(next->attrs.dim);

@@ -478,6 +478,17 @@ class Interpreter {
             }
         return out;
       }
+      case OpKind::Transpose: {
+        const Arr& x = *ins[0];
+        Arr out = make_array(out_type, d_.constant(0));
+        const int64_t rows = x.type.dim(x.type.rank - 2), cols = x.type.dim(x.type.rank - 1);
+        for (int64_t b = 0; b < x.type.numel() / (rows * cols); ++b)
+          for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < cols; ++j)
+              out.data[static_cast<size_t>((b * cols + j) * rows + i)] =
+                  x.data[static_cast<size_t>((b * rows + i) * cols + j)];
+        return out;
+      }
       default:
         MG_CHECK(false, "apply() on structural op " + std::string(info.name));
         return {};

@@ -572,6 +572,13 @@ class LazyInterpreter {
         i[static_cast<size_t>(a.dim)] = c - n0;
         return fetch(1, row_of(type(1), i));
       }
+      case OpKind::Transpose: {
+        // Row (.., i) of the result is column i of the operand: element c comes from the operand's row (.., c).
+        const int64_t i = idx[static_cast<size_t>(last - 1)];
+        V* row = alloc(width);
+        for (int32_t c : cols) row[c] = along(0, last - 1, c)[i];
+        return row;
+      }
       default:
         break;
     }

@@ -306,9 +306,14 @@ std::string print(const LoweredProgram& p) {
            std::string(ir::dtype_name(q.dtype)) + list(q.shape) + " strides " + list(q.strides) + "\n";
   }
   out += "  workspace " + std::to_string(p.workspace_bytes) + " bytes\n";
-  for (const GlobalTensor& t : p.tensors)
-    out += "  tensor " + t.name + " " + std::string(ir::dtype_name(t.dtype)) + list(t.shape) + " in " +
+  for (const GlobalTensor& t : p.tensors) {
+    // Strides where they are not row-major (a transpose's view of its operand's memory).
+    std::vector<int64_t> row_major(t.shape.size(), 1);
+    for (size_t d = t.shape.size(); d-- > 1;) row_major[d - 1] = row_major[d] * t.shape[d];
+    out += "  tensor " + t.name + " " + std::string(ir::dtype_name(t.dtype)) + list(t.shape) +
+           (t.strides != row_major ? " strides " + list(t.strides) : "") + " in " +
            p.params[static_cast<size_t>(t.param)].name + (t.offset ? " + " + std::to_string(t.offset) : "") + "\n";
+  }
   for (const Kernel& k : p.kernels) {
     out += "kernel " + k.entry + " grid " + list({k.grid.begin(), k.grid.end()}) + " block " +
            list({k.block.begin(), k.block.end()}) + " smem " + std::to_string(k.smem_bytes) + " loop " +

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <unordered_set>
+#include <utility>
 
 #include "ir/printer.h"
 #include "ir/verify.h"
@@ -56,9 +57,22 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
   for (ir::TensorId t : g.inputs()) add_param(t, Role::input);
   for (ir::TensorId t : g.outputs()) add_param(t, Role::output);
 
-  // Every other tensor a kernel makes lives in the workspace, each in its own aligned region.
+  // Every other tensor a kernel makes lives in the workspace, each in its own aligned region. A transpose is a view:
+  // the memory of its operand, its last two dims and strides swapped.
   std::vector<size_t> in_workspace;
   for (const ir::Node& n : g.nodes()) {
+    if (n.op == ir::OpCode::transpose) {
+      ir::TensorId t = g.result(n);
+      GlobalTensor view = p.tensors[static_cast<size_t>(tensor_of[g.operands(n)[0]])];
+      const size_t r = view.shape.size();
+      std::swap(view.shape[r - 1], view.shape[r - 2]);
+      std::swap(view.strides[r - 1], view.strides[r - 2]);
+      view.name = names[t];
+      tensor_of[t] = static_cast<int>(p.tensors.size());
+      if (view.param < 0) in_workspace.push_back(p.tensors.size());
+      p.tensors.push_back(std::move(view));
+      continue;
+    }
     if (n.op != ir::OpCode::block) continue;
     for (int i = 0; i < n.num_results; ++i) {
       ir::TensorId t = g.result(n, i);

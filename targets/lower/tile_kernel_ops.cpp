@@ -188,6 +188,12 @@ class Tiler {
           map_[g_.result(n, i)] = rs[static_cast<size_t>(i)];
           out_.set_name(rs[static_cast<size_t>(i)], names_[g_.result(n, i)]);
         }
+      } else if (n.op == OpCode::transpose) {
+        // A view: no kernel; its readers read the operand's memory with the strides swapped (lower_tiled).
+        TensorId t = out_.add1(OpCode::transpose, {map_[g_.operands(n)[0]]}, n.attrs);
+        out_.set_name(t, names_[g_.result(n)]);
+        mark(loc_, "");
+        map_[g_.result(n)] = t;
       } else {
         std::vector<TensorId> ops;
         for (TensorId t : g_.operands(n)) ops.push_back(map_[t]);
@@ -195,12 +201,13 @@ class Tiler {
         map_[g_.result(n)] = op(n.op, n.attrs, ops, names_[g_.result(n)], stmt);
       }
     }
-    // Every output gets a buffer of its own: a returned input, or a tensor returned twice, is copied.
+    // Every output gets a buffer of its own: a returned input or view, or a tensor returned twice, is copied.
     std::unordered_set<TensorId> taken;
     for (TensorId t : g_.outputs()) {
       TensorId nt = map_[t];
-      bool is_input = out_.tensor(nt).producer < out_.nodes().size() && out_.node(out_.tensor(nt).producer).op == OpCode::input;
-      if (is_input || taken.count(nt)) {
+      const bool made = out_.tensor(nt).producer < out_.nodes().size();
+      const OpCode by = made ? out_.node(out_.tensor(nt).producer).op : OpCode::input;
+      if (by == OpCode::input || by == OpCode::transpose || taken.count(nt)) {
         std::string name = fresh(names_[t] + "_copy");
         loc_ = {};
         nt = copy(nt, name, "return " + names_[t]);
