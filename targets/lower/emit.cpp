@@ -352,6 +352,8 @@ class Emitter {
       case StmtKind::Matmul: {
         // A product going into a rescaled accumulator adds every iteration: the rescale cleared it on the first.
         const std::string accumulate = s.scale >= 0 ? "true" : s.accumulate ? "it != 0" : "false";
+        // B held as Bᵀ (pass load_transposed_operands): its shape seen through mg::Transposed.
+        auto S = [&](int i) { return i == s.b && s.trans_b ? "mg::Transposed<" + shape_ref(k, i) + ">" : shape_ref(k, i); };
         if (s.norm_rows)  // QK-norm's query factors from the fragments (pass norms_from_fragments)
           line(in + t(s.dst) + ".mma_row_normed<" + S(s.a) + ", " + S(s.b) + ">(" + t(s.a) + ", " + t(s.b) + ", " +
                    lambda({}, "", *s.norm_rows) + ");",

@@ -341,8 +341,10 @@ class Machine {
       float* C = c.data() + bi * M * N;
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j) {
-          float acc = A[i * K] * B[j];
-          for (int64_t k = 1; k < K; ++k) acc += A[i * K + k] * B[k * N + j];
+          // B is [K, N], or held as Bᵀ, [N, K] (Stmt::trans_b).
+          auto b_at = [&](int64_t k) { return s.trans_b ? B[j * K + k] : B[k * N + j]; };
+          float acc = A[i * K] * b_at(0);
+          for (int64_t k = 1; k < K; ++k) acc += A[i * K + k] * b_at(k);
           C[i * N + j] = acc;
         }
     }

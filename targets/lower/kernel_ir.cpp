@@ -256,6 +256,7 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
     return "  # matrix instruction " + std::to_string(s.atom + 1) + " of the target, " + std::to_string(s.atoms_n) +
            " atoms per warp task" + (s.k_split > 1 ? ", K split over " + std::to_string(s.k_split) + " warps" : "");
   };
+  auto b_operand = [&]() { return s.trans_b ? "transpose(" + t(s.b) + ")" : t(s.b); };
   switch (s.kind) {
     case StmtKind::Load:
       return t(s.dst) + " = load " + at() + (s.ahead ? " of iteration it+" + std::to_string(s.ahead) : "") +
@@ -268,9 +269,9 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
     case StmtKind::Binary: return value(op + "(" + a + ", " + t(s.b) + ")");
     case StmtKind::Matmul:
       if (s.scale >= 0)
-        return t(s.dst) + " += matmul(" + t(s.a) + " * " + t(s.scale) + ", " + t(s.b) + ")" + warp_tiling() +
+        return t(s.dst) + " += matmul(" + t(s.a) + " * " + t(s.scale) + ", " + b_operand() + ")" + warp_tiling() +
                "  # A's rows scaled";
-      return t(s.dst) + (s.accumulate ? " += " : " = ") + "matmul(" + t(s.a) + ", " + t(s.b) + ")" +
+      return t(s.dst) + (s.accumulate ? " += " : " = ") + "matmul(" + t(s.a) + ", " + b_operand() + ")" +
              (s.norm_rows ? " * " + mapped(*s.norm_rows, "row_sum_squares(" + t(s.a) + ")") : "") + warp_tiling() +
              (s.norm_rows ? "  # row norms from its fragments" : "");
     case StmtKind::Reduce:

@@ -177,6 +177,7 @@ struct Stmt {
   // Unary, Binary, Reduce (pass fuse_elementwise): maps applied in order to each element of operand `a` as it is
   // read (pre), and to each result element before it is written (post).
   std::vector<ElementMap> pre, post;
+  bool trans_b = false;               // Matmul: tile b holds Bᵀ, rows of N along K (pass load_transposed_operands)
   bool accumulate = false;            // Matmul; Reduce into a fold tile (RegisterLayout::fold): after the first
                                       // iteration dst folds this iteration's result into its value
   int64_t ahead = 0;                  // Load: of iteration it + ahead, into its buffer; skipped past the last one.

@@ -109,6 +109,7 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
                           " threads per block of target '" + target.identity.name + "'",
                       site.from.loc);
     Kernel k = lower_block(site);
+    load_transposed_operands(k, p);
     fuse_elementwise(k);
     k.block[0] = targets::block_threads(target, body);
     pipeline_loads(k, p, target);

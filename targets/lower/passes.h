@@ -28,6 +28,10 @@ Kernel lower_block(const BlockSite& site);
 // Pass 3a (fuse_elementwise.cpp): elementwise unary statements folded into the statement that writes their operand
 // (Stmt::post) or the one that reads their result (Stmt::pre), so a chain of them costs one pass over its tile.
 void fuse_elementwise(Kernel& k);
+// Pass 3c (transposed_operands.cpp): a tile loaded from a transposed view and read only as matmuls' B is loaded as
+// the memory holds it (its last two dims swapped, from the tensor the view transposes; added to `p` if it is not
+// there) and read as Bᵀ (Stmt::trans_b), so its loads move 16 bytes along K instead of one strided element.
+void load_transposed_operands(Kernel& k, LoweredProgram& p);
 // Pass 3b: software pipelining of the for-loop. Where the target has asynchronous copies and the loop runs more than
 // once, every body load that can move 16 bytes per access gets a second buffer: the prologue issues iteration 0's
 // copies, each iteration first issues those of the next one into the other buffer and then waits for its own

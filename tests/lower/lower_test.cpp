@@ -988,3 +988,45 @@ TEST(Lower, CopiesAreWaitedForWhereTheirTilesAreFirstRead) {
 
 }  // namespace
 }  // namespace morgana::testing
+
+namespace morgana::testing {
+namespace {
+
+// X·Wᵀ with W as PyTorch stores a linear layer's weight: the block reads W's tiles as they lie (16-byte copies along
+// K, asynchronous; here on a100, which has no copy engine), and the matmul reads the tile as Bᵀ. A view read by
+// anything but matmuls' B keeps its strided loads.
+constexpr const char* kLinearTransposed = R"(kernel linear_t(X: f16[16,256], W: f16[512,256]) {
+  Wt = transpose(W)
+  Y = block(X, Wt) grid=[8,1,1] threads=128 loop=4 {
+    x = iter(X, imap=[-,-,-], fmap=1)
+    w = iter(Wt, imap=[1,-,-], fmap=0)
+    p = matmul(x, w)
+    a = acc_sum(p)
+    save(a, omap=[1,-,-])
+  }
+  return Y
+}
+)";
+
+TEST(Lower, TransposedOperandsAreLoadedAsTheyLie) {
+  targets::Target a100 = targets::load_target("targets/cuda/a100.toml");
+  ir::Graph g = std::move(ir::parse_module(kLinearTransposed).programs[0]);
+  lower::LoweredProgram p = lower::lower(g, a100, kWithMma);
+  const std::string text = lower::print(p);
+  EXPECT_NE(text.find("  tensor Wt f16[256,512] strides [1,256] in W\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("w = load W[64*bx, 64*it]  # 16-byte accesses, cp.async"), std::string::npos) << text;
+  EXPECT_NE(text.find("matmul(x, transpose(w))"), std::string::npos) << text;
+  EXPECT_NE(text.find("tile w f16[64,64]"), std::string::npos) << text;
+
+  // The same view also read by an elementwise op: loaded through the view's strides, element by element.
+  std::string both = kLinearTransposed;
+  both.replace(both.find("    a = acc_sum(p)"), 0, "    w2 = exp(w)\n    p2 = matmul(x, w2)\n    q = add(p, p2)\n");
+  both.replace(both.find("a = acc_sum(p)"), 14, "a = acc_sum(q)");
+  ir::Graph g2 = std::move(ir::parse_module(both).programs[0]);
+  const std::string text2 = lower::print(lower::lower(g2, a100, kWithMma));
+  EXPECT_EQ(text2.find("transpose("), std::string::npos) << text2;
+  EXPECT_NE(text2.find("w = load Wt["), std::string::npos) << text2;
+}
+
+}  // namespace
+}  // namespace morgana::testing

@@ -179,7 +179,7 @@ template <int D0, int D1, int D2, int D3>
 struct Shape {
   static constexpr int d0 = D0, d1 = D1, d2 = D2, d3 = D3;
   static constexpr int size = D0 * D1 * D2 * D3;
-  static constexpr bool swizzled = false;
+  static constexpr bool swizzled = false, transposed = false;
 };
 
 // A 16-bit tile in shared memory whose rows' 16-byte chunks are permuted (lowering's Tile::swizzled: written only by
@@ -191,6 +191,15 @@ struct Shape {
 template <int D0, int D1, int D2, int D3>
 struct Swizzled : Shape<D0, D1, D2, D3> {
   static constexpr bool swizzled = true;
+};
+
+// A matmul's B operand held as Bᵀ (lowering's Stmt::trans_b): tile S stores rows of N along K, as a transposed input
+// lies in memory (loaded with 16-byte copies along K); B, [K, N], is [S::d3, S::d2]. Its element (k, n) is S's (n, k).
+template <class S>
+struct Transposed {
+  typedef S stored;
+  static constexpr int d0 = S::d0, d1 = S::d1, d2 = S::d3, d3 = S::d2, size = S::size;
+  static constexpr bool swizzled = S::swizzled, transposed = true;
 };
 
 // Where the element at (row, col) of a tile of shape S is stored, the tile seen as rows of S::d3 (row counting
@@ -689,9 +698,11 @@ __device__ __forceinline__ void matmul(float* dst, const TA* a, const TB* b, boo
   for (int e = threadIdx.x; e < S::size; e += blockDim.x) {
     const Idx x = unflatten<S>(e);
     const TA* pa = a + ((SA::d0 == 1 ? 0 : x.i0) * SA::d1 + (SA::d1 == 1 ? 0 : x.i1)) * (M * K) + x.i2 * K;
-    const TB* pb = b + ((SB::d0 == 1 ? 0 : x.i0) * SB::d1 + (SB::d1 == 1 ? 0 : x.i1)) * (K * N) + x.i3;
+    const TB* pb = b + ((SB::d0 == 1 ? 0 : x.i0) * SB::d1 + (SB::d1 == 1 ? 0 : x.i1)) * (K * N) +
+                   (SB::transposed ? x.i3 * K : x.i3);
+    constexpr int k_step = SB::transposed ? 1 : N;  // Bᵀ holds a column of B as a row
     float acc = 0.0f;
-    for (int k = 0; k < K; ++k) acc += to_f32(pa[k]) * to_f32(pb[k * N]);
+    for (int k = 0; k < K; ++k) acc += to_f32(pa[k]) * to_f32(pb[k * k_step]);
     dst[e] = accumulate ? dst[e] + acc : acc;
   }
 }
@@ -743,12 +754,17 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
                  : "r"(a));
 #endif
 }
-__device__ __forceinline__ void ldmatrix_x2_trans(unsigned (&r)[2], const void* p) {
+// ldmatrix.x2 (TRANS: .trans) of two 8x8 16-bit matrices, lanes 0-15 addressing their rows.
+template <bool TRANS>
+__device__ __forceinline__ void ldmatrix_x2(unsigned (&r)[2], const void* p) {
 #ifdef MG_HOST_EMULATION
-  mg_host_ldmatrix(r, 2, true, p);
+  mg_host_ldmatrix(r, 2, TRANS, p);
 #else
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+  if constexpr (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
 #endif
 }
 
@@ -845,11 +861,26 @@ __device__ __forceinline__ void load_a(unsigned (&a)[4], const TA* tile, int m0,
 // The B fragment of rows k0.. and columns n0.. of a row-major [K, N] tile: ldmatrix.trans for 16-bit tiles (lanes
 // 0-15 address rows k0..k0+15 of the atom's 8 columns; lanes 16-31 repeat them), element by element through the
 // file's B layout, converted, for an f32 tile.
+// Held as Bᵀ (SB transposed), the atom's 8 columns of B are 8 rows of the tile: ldmatrix without .trans, lanes 0-7
+// addressing them at K column k0, lanes 8-15 at k0 + 8.
 template <class Atom, class SB, class T, class TB>
 __device__ __forceinline__ void load_b(unsigned (&b)[2], const TB* tile, int k0, int n0, int lane) {
-  constexpr int N = SB::d3;
-  if constexpr (sizeof(TB) == 2) {
-    ldmatrix_x2_trans(b, tile + stored_at<SB>(k0 + lane % 16, n0));
+  constexpr int N = SB::d3, K = SB::d2;
+  if constexpr (sizeof(TB) == 2 && SB::transposed) {
+    ldmatrix_x2<false>(b, tile + stored_at<typename SB::stored>(n0 + lane % 8, k0 + 8 * ((lane / 8) % 2)));
+  } else if constexpr (sizeof(TB) == 2) {
+    ldmatrix_x2<true>(b, tile + stored_at<SB>(k0 + lane % 16, n0));
+  } else if constexpr (SB::transposed) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      unsigned h[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int v = 2 * r + half;
+        h[half] = word_bits(from_f32<T>(tile[(n0 + Atom::b_col(lane, v)) * K + k0 + Atom::b_row(lane, v)]));
+      }
+      b[r] = pack2(h[0], h[1]);
+    }
   } else {
     static_assert(!SB::swizzled, "lowering swizzles only 16-bit tiles");
 #pragma unroll
@@ -867,11 +898,17 @@ __device__ __forceinline__ void load_b(unsigned (&b)[2], const TB* tile, int k0,
 
 // The B fragments of two neighbouring atoms (columns n0.. and n0 + 8..) of a 16-bit row-major [K, N] tile in one
 // ldmatrix.x4.trans: lanes 0-15 address rows k0..k0+15 at column n0, lanes 16-31 the same rows at column n0 + 8.
+// Held as Bᵀ: ldmatrix.x4 without .trans, matrix j (lanes 8j..8j+7) the rows n0 + 8 (j / 2).. at K column
+// k0 + 8 (j % 2), so that its registers come out in the same order.
 template <class SB, class TB>
 __device__ __forceinline__ void load_b_pair(unsigned (&b0)[2], unsigned (&b1)[2], const TB* tile, int k0, int n0,
                                             int lane) {
   unsigned r[4];
-  ldmatrix_x4<true>(r, tile + stored_at<SB>(k0 + lane % 16, n0 + 8 * (lane / 16)));
+  if constexpr (SB::transposed)
+    ldmatrix_x4<false>(r, tile + stored_at<typename SB::stored>(n0 + 8 * (lane / 16) + lane % 8,
+                                                                 k0 + 8 * ((lane / 8) % 2)));
+  else
+    ldmatrix_x4<true>(r, tile + stored_at<SB>(k0 + lane % 16, n0 + 8 * (lane / 16)));
   b0[0] = r[0];
   b0[1] = r[1];
   b1[0] = r[2];

@@ -1,0 +1,63 @@
+// Pass 3c (docs/lowering.md, "Transposed operands"): a tile loaded from a transposed view (a `transpose` of an input
+// or of a computed tensor: its last dim strided, the one before contiguous) and read only as matmuls' B is loaded as
+// the memory holds it, rows of N along K, and the matmuls read it as Bᵀ (Stmt::trans_b; ldmatrix without .trans on
+// the matrix instruction). Its loads are then 16-byte copies along K, asynchronous and pipelined like any other,
+// instead of one strided element per thread; multi-head latent attention's Q·Cᵀ reads its cache this way.
+#include <algorithm>
+#include <utility>
+
+#include "targets/lower/passes.h"
+
+namespace morgana::lower {
+
+namespace {
+
+// Whether g is a transposed view: its last dim strided, the one before it contiguous.
+bool transposed_view(const GlobalTensor& g) {
+  const size_t r = g.shape.size();
+  return r >= 2 && g.strides[r - 1] != 1 && g.strides[r - 2] == 1 && g.shape[r - 1] > 1;
+}
+
+// The tensor of `p` that is `view` with its last two dims swapped back (the memory as it lies), added if none is.
+int stored_tensor(LoweredProgram& p, const GlobalTensor& view) {
+  GlobalTensor g = view;
+  const size_t r = g.shape.size();
+  std::swap(g.shape[r - 1], g.shape[r - 2]);
+  std::swap(g.strides[r - 1], g.strides[r - 2]);
+  for (size_t i = 0; i < p.tensors.size(); ++i) {
+    const GlobalTensor& t = p.tensors[i];
+    if (t.param == g.param && t.offset == g.offset && t.dtype == g.dtype && t.shape == g.shape && t.strides == g.strides)
+      return static_cast<int>(i);
+  }
+  g.name = view.name + "_stored";
+  p.tensors.push_back(std::move(g));
+  return static_cast<int>(p.tensors.size() - 1);
+}
+
+}  // namespace
+
+void load_transposed_operands(Kernel& k, LoweredProgram& p) {
+  for (auto* list : {&k.prologue, &k.body, &k.epilogue})
+    for (Stmt& load : *list) {
+      if (load.kind != StmtKind::Load || !transposed_view(p.tensors[static_cast<size_t>(load.tensor)])) continue;
+      const TileUses uses = tile_uses(k, load.dst);
+      const bool only_b = !uses.readers.empty() && uses.writers.size() == 1 &&
+                          std::all_of(uses.readers.begin(), uses.readers.end(), [&](const Stmt* s) {
+                            return s->kind == StmtKind::Matmul && s->b == load.dst && s->a != load.dst;
+                          });
+      if (!only_b) continue;
+      Tile& tile = k.tiles[static_cast<size_t>(load.dst)];
+      if (tile.shape.size() < 2) continue;
+      const size_t r = tile.shape.size(), lr = load.origin.size();
+      std::swap(tile.shape[r - 1], tile.shape[r - 2]);
+      std::swap(load.origin[lr - 1], load.origin[lr - 2]);
+      const uint32_t last = 1u << (lr - 1), before = 1u << (lr - 2);
+      load.mask = (load.mask & ~(last | before)) | (load.mask & last ? before : 0) | (load.mask & before ? last : 0);
+      load.tensor = stored_tensor(p, p.tensors[static_cast<size_t>(load.tensor)]);
+      for (auto* readers : {&k.prologue, &k.body, &k.epilogue})
+        for (Stmt& s : *readers)
+          if (s.kind == StmtKind::Matmul && s.b == load.dst) s.trans_b = true;
+    }
+}
+
+}  // namespace morgana::lower
