@@ -195,13 +195,18 @@ SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, c
   result.stats.tasks_total = total;
   result.stats.tasks_done = done;
 
-  // No complete fused candidate (a spec the generator cannot fuse within its limits): the best partial fusion, the
-  // spec's ops in windows searched apart and stitched (docs/search.md, "Partial fusion"), in the enumeration's time
-  // that is left. Unsharded only: each shard would search the windows again.
+  // No complete fused candidate cheaper than the spec as written (a spec the generator cannot fuse within its limits,
+  // or only into forms that lose): the best partial fusion, the spec's ops in windows searched apart and stitched
+  // (docs/search.md, "Partial fusion"), in the enumeration's time that is left. Unsharded only: each shard would
+  // search the windows again.
   uint64_t partial_hash = 0;
   std::string partial_summary;
   const double partial_time_s = options.time_limit_s * kEnumerationShare - seconds_since(t0);
-  if (partial && counts.complete == 0 && options.shard.count == 1 && partial_time_s > 0) {
+  const Cost as_written = estimate(spec, target);
+  const bool fused_beats_spec = std::any_of(all.begin(), all.end(), [&](const Candidate& c) {
+    return !as_written.feasible() || c.cost_us < as_written.total_us;
+  });
+  if (partial && !fused_beats_spec && options.shard.count == 1 && partial_time_s > 0) {
     SearchOptions window_options = options;
     window_options.top = 1;
     auto search_window = [&](const ir::Graph& window, double limit_s) -> std::optional<ir::Graph> {
@@ -226,7 +231,7 @@ SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, c
   // answer (a spec with more ops than --max-kernel-ops keeps has no complete fused candidate at all), and no answer
   // costs more by the cost model than what the user wrote. It is the reference, so it needs no check.
   const uint64_t spec_hash = spec.hash();
-  if (Cost as_written = estimate(spec, target); as_written.feasible())
+  if (as_written.feasible())
     all.push_back({spec, as_written.total_us, spec_hash, spec_hash});
 
   // Everything found, in (cost, hash) order, independent of which thread found what.
