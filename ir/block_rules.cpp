@@ -72,4 +72,74 @@ std::vector<uint8_t> matmul_operands_scaled_after(const Graph& body) {
   return bits;
 }
 
+namespace {
+
+// The batch dims above 1 of a shape, and whether its row dim has extent 1.
+struct BatchShape {
+  int above_one = 0, dim = -1;
+  bool one_row = false;
+};
+BatchShape batch_shape(std::span<const int64_t> shape) {
+  BatchShape b;
+  const int r = static_cast<int>(shape.size());
+  for (int d = 0; d + 2 < r; ++d)
+    if (shape[static_cast<size_t>(d)] > 1) {
+      ++b.above_one;
+      b.dim = d;
+    }
+  b.one_row = r >= 2 && shape[static_cast<size_t>(r - 2)] == 1;
+  return b;
+}
+
+}  // namespace
+
+bool folds(std::span<const int64_t> shape, const UnitRowFold& fold) {
+  const BatchShape b = batch_shape(shape);
+  return static_cast<int>(shape.size()) == fold.rank && b.above_one == 1 && b.dim == fold.dim && b.one_row;
+}
+
+std::optional<UnitRowFold> unit_row_fold(const Graph& body) {
+  std::optional<UnitRowFold> fold;
+  bool product = false;
+  for (const Node& n : body.nodes()) {
+    if (n.op == OpCode::save) continue;
+    for (int i = 0; i < n.num_results; ++i) {
+      const TensorType& t = body.type(body.result(n, i));
+      const BatchShape b = batch_shape(t.shape());
+      if (b.above_one == 0) continue;
+      if (b.above_one > 1 || !b.one_row) return std::nullopt;
+      const UnitRowFold f{t.rank, b.dim};
+      if (fold && (fold->rank != f.rank || fold->dim != f.dim)) return std::nullopt;
+      fold = f;
+    }
+    // A concat of folding values would need its dim mapped per operand; none is needed yet.
+    if (op_info(n.op).kind == OpKind::Concat && fold) return std::nullopt;
+    if (op_info(n.op).kind == OpKind::Matmul) {
+      if (batch_shape(body.type(body.operands(n)[1]).shape()).above_one > 0) return std::nullopt;
+      product = product || batch_shape(body.type(body.operands(n)[0]).shape()).above_one > 0;
+    }
+  }
+  if (!product) return std::nullopt;
+  return fold;
+}
+
+Graph with_rows_folded(const Graph& body, const UnitRowFold& fold) {
+  Graph g = body;
+  const int row = fold.rank - 2;
+  for (Node& n : g.nodes_) {
+    if (n.op == OpCode::save) continue;
+    // A reduction over a folding value names its dim as folded.
+    const OpKind kind = op_info(n.op).kind;
+    if ((kind == OpKind::Reduce || kind == OpKind::Norm) && folds(body.type(body.operands(n)[0]).shape(), fold))
+      n.attrs.dim = n.attrs.dim == fold.dim ? row : n.attrs.dim == row ? fold.dim : n.attrs.dim;
+    for (int i = 0; i < n.num_results; ++i) {
+      TensorType& t = g.tensors_[g.result(n, i)].type;
+      if (!folds(t.shape(), fold)) continue;
+      std::swap(t.dims[static_cast<size_t>(fold.dim)], t.dims[static_cast<size_t>(t.rank - 2)]);
+      t.set_row_major_strides();
+    }
+  }
+  return g;
+}
+
 }  // namespace morgana::ir

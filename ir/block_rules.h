@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "ir/graph.h"
@@ -33,5 +34,25 @@ std::optional<NodeId> norm_scaled_after(const Graph& body, const std::vector<Blo
 // unnormalized: the matmul reads the norm's operand as it is and scales its product in f32, so the normalized
 // operand is never rounded to a 16-bit type for the matrix instruction (the device-precision reference follows).
 std::vector<uint8_t> matmul_operands_scaled_after(const Graph& body);
+
+// Batch elements as rows (docs/lowering.md, "Batch elements as rows"). A matmul whose A holds one row per batch
+// element (decode: one query row per head) and whose B the batch shares (a 2-D operand: multi-head latent attention's
+// cache, a weight) would run each element's single row in a matrix instruction of m rows and hold its result padded
+// alike. When every value of a block graph either has no batch dims above 1, or has exactly one (`dim`, in values of
+// rank `rank`) and a single row, and at least one such matmul exists and every matmul's B has no batch dims above 1,
+// the lowering swaps that batch dim with the row dim in every such value: the batch elements become the rows of one
+// product. A value's memory order does not change (the row dim it swaps with has extent 1); loads and stores address
+// their tensors through views with the two dims swapped. The cost model prices the block graph as folded.
+struct UnitRowFold {
+  int rank = 0;  // of the values that fold
+  int dim = 0;   // their one batch dim above 1
+};
+std::optional<UnitRowFold> unit_row_fold(const Graph& body);
+// Whether a value (or a lowering tile) of shape `shape` folds under `fold`: rank fold.rank, extent 1 at rank - 2, and
+// fold.dim its only batch dim above 1.
+bool folds(std::span<const int64_t> shape, const UnitRowFold& fold);
+// `body` with every value that folds retyped as folded (dims fold.dim and rank - 2 swapped): what the cost model
+// prices. Not a valid block graph (its iterators' shapes no longer follow their maps); for estimates only.
+Graph with_rows_folded(const Graph& body, const UnitRowFold& fold);
 
 }  // namespace morgana::ir

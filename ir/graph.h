@@ -139,6 +139,7 @@ class Graph {
   void truncate(size_t num_nodes);
 
  private:
+  friend Graph with_rows_folded(const Graph& body, const struct UnitRowFold& fold);
   std::vector<TensorId> append(OpCode op, std::span<const TensorId> operands, const Attrs& attrs,
                                std::span<const TensorType> result_types, uint64_t extra_hash);
 

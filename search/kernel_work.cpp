@@ -450,7 +450,10 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
 namespace {
 
 Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bool rows_allowed) {
-  const Graph& body = g.body(n);
+  // Priced as the lowering holds it: batch elements of one row each as the rows of one product (ir::unit_row_fold).
+  const std::optional<ir::UnitRowFold> fold = ir::unit_row_fold(g.body(n));
+  const Graph folded = fold ? ir::with_rows_folded(g.body(n), *fold) : Graph(ir::kBlockLevel);
+  const Graph& body = fold ? folded : g.body(n);
   const ir::BlockParams& p = body.block_params();
   Work w;
   KernelCost& k = w.k;

@@ -1,6 +1,7 @@
 #include "targets/lower/kernel_ir.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "ir/printer.h"
 #include "targets/lower/passes.h"
@@ -154,6 +155,26 @@ std::vector<int> stmt_tiles(const Stmt& s) {
 bool stmt_touches(const Stmt& s, int tile) { return std::ranges::count(stmt_tiles(s), tile) > 0; }
 
 bool stmt_writes_tile(const Stmt& s, int tile) { return std::ranges::count(stmt_writes(s), tile) > 0; }
+
+void swap_addressed_dims(Stmt& s, LoweredProgram& p, int d1, int d2) {
+  const auto a = static_cast<size_t>(d1), b = static_cast<size_t>(d2);
+  GlobalTensor g = p.tensors[static_cast<size_t>(s.tensor)];
+  std::swap(g.shape[a], g.shape[b]);
+  std::swap(g.strides[a], g.strides[b]);
+  std::swap(s.origin[a], s.origin[b]);
+  const uint32_t ma = 1u << d1, mb = 1u << d2;
+  s.mask = (s.mask & ~(ma | mb)) | (s.mask & ma ? mb : 0) | (s.mask & mb ? ma : 0);
+  for (size_t i = 0; i < p.tensors.size(); ++i) {
+    const GlobalTensor& t = p.tensors[i];
+    if (t.param == g.param && t.offset == g.offset && t.dtype == g.dtype && t.shape == g.shape && t.strides == g.strides) {
+      s.tensor = static_cast<int>(i);
+      return;
+    }
+  }
+  g.name += "_dims" + std::to_string(d1) + std::to_string(d2);
+  s.tensor = static_cast<int>(p.tensors.size());
+  p.tensors.push_back(std::move(g));
+}
 
 TileUses tile_uses(const Kernel& k, int tile) {
   TileUses u;

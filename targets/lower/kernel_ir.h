@@ -269,6 +269,9 @@ struct TileUses {
   std::vector<const Stmt*> readers, writers;
 };
 TileUses tile_uses(const Kernel& k, int tile);
+// Load or Store `s` (of a tile whose dims d1 and d2 were swapped) made to address its tensor through a view with the
+// same two dims swapped: the view (added to `p` unless an equal tensor is there), its origin and bounds mask.
+void swap_addressed_dims(Stmt& s, LoweredProgram& p, int d1, int d2);
 // A Barrier, or an AsyncWait that closes the batch before it and waits for all but `pending` batches, attributed to
 // `from`.
 Stmt sync_stmt(StmtKind kind, const Origin& from, int pending = 0);

@@ -59,7 +59,6 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
 
   // Every other tensor a kernel makes lives in the workspace, each in its own aligned region. A transpose is a view:
   // the memory of its operand, its last two dims and strides swapped.
-  std::vector<size_t> in_workspace;
   for (const ir::Node& n : g.nodes()) {
     if (n.op == ir::OpCode::transpose) {
       ir::TensorId t = g.result(n);
@@ -69,7 +68,6 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
       std::swap(view.strides[r - 1], view.strides[r - 2]);
       view.name = names[t];
       tensor_of[t] = static_cast<int>(p.tensors.size());
-      if (view.param < 0) in_workspace.push_back(p.tensors.size());
       p.tensors.push_back(std::move(view));
       continue;
     }
@@ -81,7 +79,6 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
       int64_t offset = align_up(p.workspace_bytes, kWorkspaceAlign);
       p.workspace_bytes = offset + type.numel() * ir::dtype_bytes(type.dtype);
       tensor_of[t] = static_cast<int>(p.tensors.size());
-      in_workspace.push_back(p.tensors.size());
       p.tensors.push_back({names[t], type.dtype, dims(type), strides(type), -1, offset});
     }
   }
@@ -110,6 +107,7 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
                       site.from.loc);
     Kernel k = lower_block(site);
     load_transposed_operands(k, p);
+    fold_unit_rows(k, p, body);
     fuse_elementwise(k);
     k.block[0] = targets::block_threads(target, body);
     pipeline_loads(k, p, target);
@@ -147,7 +145,10 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
     std::string name = "workspace";
     for (int i = 2; param_names.count(name); ++i) name = "workspace" + std::to_string(i);
     p.params.push_back({name, Role::workspace, ir::DType::f32, {p.workspace_bytes / 4}, {1}});
-    for (size_t t : in_workspace) p.tensors[t].param = static_cast<int>(p.params.size() - 1);
+    // Every tensor without a parameter lives there: the intermediates, views of them (transposes, and the passes'
+    // views with dims swapped, swap_addressed_dims).
+    for (GlobalTensor& t : p.tensors)
+      if (t.param < 0) t.param = static_cast<int>(p.params.size() - 1);
   }
   return p;
 }

@@ -32,6 +32,10 @@ void fuse_elementwise(Kernel& k);
 // the memory holds it (its last two dims swapped, from the tensor the view transposes; added to `p` if it is not
 // there) and read as Bᵀ (Stmt::trans_b), so its loads move 16 bytes along K instead of one strided element.
 void load_transposed_operands(Kernel& k, LoweredProgram& p);
+// Pass 3d (unit_rows.cpp): batch elements as rows (ir::unit_row_fold): in a block graph whose batched values hold
+// one row per batch element and whose matmuls share B across the batch, those tiles have their batch dim and row
+// dim swapped, and their loads and stores address views with the same dims swapped (added to `p` as needed).
+void fold_unit_rows(Kernel& k, LoweredProgram& p, const ir::Graph& body);
 // Pass 3b: software pipelining of the for-loop. Where the target has asynchronous copies and the loop runs more than
 // once, every body load that can move 16 bytes per access gets a second buffer: the prologue issues iteration 0's
 // copies, each iteration first issues those of the next one into the other buffer and then waits for its own

@@ -18,22 +18,6 @@ bool transposed_view(const GlobalTensor& g) {
   return r >= 2 && g.strides[r - 1] != 1 && g.strides[r - 2] == 1 && g.shape[r - 1] > 1;
 }
 
-// The tensor of `p` that is `view` with its last two dims swapped back (the memory as it lies), added if none is.
-int stored_tensor(LoweredProgram& p, const GlobalTensor& view) {
-  GlobalTensor g = view;
-  const size_t r = g.shape.size();
-  std::swap(g.shape[r - 1], g.shape[r - 2]);
-  std::swap(g.strides[r - 1], g.strides[r - 2]);
-  for (size_t i = 0; i < p.tensors.size(); ++i) {
-    const GlobalTensor& t = p.tensors[i];
-    if (t.param == g.param && t.offset == g.offset && t.dtype == g.dtype && t.shape == g.shape && t.strides == g.strides)
-      return static_cast<int>(i);
-  }
-  g.name = view.name + "_stored";
-  p.tensors.push_back(std::move(g));
-  return static_cast<int>(p.tensors.size() - 1);
-}
-
 }  // namespace
 
 void load_transposed_operands(Kernel& k, LoweredProgram& p) {
@@ -48,12 +32,10 @@ void load_transposed_operands(Kernel& k, LoweredProgram& p) {
       if (!only_b) continue;
       Tile& tile = k.tiles[static_cast<size_t>(load.dst)];
       if (tile.shape.size() < 2) continue;
-      const size_t r = tile.shape.size(), lr = load.origin.size();
+      const size_t r = tile.shape.size();
       std::swap(tile.shape[r - 1], tile.shape[r - 2]);
-      std::swap(load.origin[lr - 1], load.origin[lr - 2]);
-      const uint32_t last = 1u << (lr - 1), before = 1u << (lr - 2);
-      load.mask = (load.mask & ~(last | before)) | (load.mask & last ? before : 0) | (load.mask & before ? last : 0);
-      load.tensor = stored_tensor(p, p.tensors[static_cast<size_t>(load.tensor)]);
+      const int lr = static_cast<int>(load.origin.size());
+      swap_addressed_dims(load, p, lr - 1, lr - 2);
       for (auto* readers : {&k.prologue, &k.body, &k.epilogue})
         for (Stmt& s : *readers)
           if (s.kind == StmtKind::Matmul && s.b == load.dst) s.trans_b = true;

@@ -17,6 +17,7 @@
 #include "ir/printer.h"
 #include "ir/verify.h"
 #include "targets/cuda/codegen.h"
+#include "ir/block_rules.h"
 #include "targets/lower/interpret.h"
 #include "targets/lower/lower.h"
 #include "tests/common/golden.h"
@@ -1026,6 +1027,52 @@ TEST(Lower, TransposedOperandsAreLoadedAsTheyLie) {
   const std::string text2 = lower::print(lower::lower(g2, a100, kWithMma));
   EXPECT_EQ(text2.find("transpose("), std::string::npos) << text2;
   EXPECT_NE(text2.find("w = load Wt["), std::string::npos) << text2;
+}
+
+}  // namespace
+}  // namespace morgana::testing
+
+namespace morgana::testing {
+namespace {
+
+// Attention against one cache shared by four heads of one query row each (multi-head latent attention's form): the
+// heads become the rows of one product (tiles [4,1,x] held as [1,4,x]), Q and the partial results addressed
+// through views with the two dims swapped. A product whose B differs per head keeps its batch.
+TEST(Lower, BatchElementsOfOneRowBecomeTheRowsOfASharedProduct) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Module m = ir::parse_file("tests/verify/catalogue/true/28_latent_attention_split.mg");
+  const ir::Graph& cand = m.programs.at(1);
+  std::vector<std::optional<ir::UnitRowFold>> folds;
+  for (const ir::Node& n : cand.nodes())
+    if (n.op == ir::OpCode::block) folds.push_back(ir::unit_row_fold(cand.body(n)));
+  ASSERT_EQ(folds.size(), 2u);
+  ASSERT_TRUE(folds[0]);
+  EXPECT_EQ(folds[0]->rank, 3);
+  EXPECT_EQ(folds[0]->dim, 0);
+  EXPECT_FALSE(folds[1]);  // the combine has no product: it keeps its shapes
+  const std::string text = lower::print(lower::lower(cand, h100, kWithMma));
+  EXPECT_NE(text.find("  tile q f16[1,4,16]"), std::string::npos) << text;
+  EXPECT_NE(text.find("  tile o f32[1,4,16]"), std::string::npos) << text;
+  EXPECT_NE(text.find("q = load Q_dims01[0, 0, 0]"), std::string::npos) << text;
+  EXPECT_NE(text.find("store P_dims01[1*bx, 0, 0] = ao"), std::string::npos) << text;
+  EXPECT_NE(text.find("  tensor P_dims01 f16[2,4,16] strides [16,32,1] in workspace\n"), std::string::npos) << text;
+  // The combine reads P as saved: its tiles [1,2,16] have no batch above 1.
+  EXPECT_NE(text.find("p = load P[1*bx, 0, 0]"), std::string::npos) << text;
+
+  // One query row per head against per-head keys (decode attention): nothing folds.
+  const ir::Graph decode = ir::parse_module(R"(kernel d(Q: f16[4,1,16], K: f16[4,16,32]) {
+  S = block(Q, K) grid=[4,1,1] threads=32 loop=1 {
+    q = iter(Q, imap=[0,-,-])
+    k = iter(K, imap=[0,-,-])
+    s = matmul(q, k)
+    a = acc_sum(s)
+    save(a, omap=[0,-,-])
+  }
+  return S
+}
+)").programs.at(0);
+  for (const ir::Node& n : decode.nodes())
+    if (n.op == ir::OpCode::block) EXPECT_FALSE(ir::unit_row_fold(decode.body(n)));
 }
 
 }  // namespace
