@@ -33,6 +33,7 @@ OPS: Dict[str, Tuple[int, Tuple[str, ...], Tuple[str, ...]]] = {
     "rms_norm": (1, ("dim", "eps"), ("dim",)),
     "softmax": (1, ("dim",), ("dim",)),
     "concat": (2, ("dim",), ("dim",)),
+    "transpose": (1, (), ()),
 }
 RMS_NORM_EPS = 1e-06  # the spec language's default
 
@@ -418,6 +419,10 @@ def infer(k: Kernel) -> Kernel:
             if len(b) != len(shape) or any(x != y for i, (x, y) in enumerate(zip(shape, b)) if i != d):
                 fail(s, f"operands {list(shape)} and {list(b)} differ outside the concat dim")
             out = shape[:d] + (shape[d] + b[d],) + shape[d + 1:]
+        elif s.op == "transpose":
+            if len(shape) < 2:
+                fail(s, f"needs rank >= 2, got {list(shape)}")
+            out = shape[:-2] + (shape[-1], shape[-2])
         else:  # pragma: no cover (the parser refuses unknown ops)
             fail(s, "unknown op")
         if s.op == "rms_norm":

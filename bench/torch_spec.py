@@ -20,6 +20,7 @@ Meaning of each op (docs/spec-language.md, "Ops"):
   rms_norm          x * rsqrt(mean(x², dim) + eps), eps default 1e-6
   softmax           torch.softmax(x, dim)
   concat            torch.cat([a, b], dim)
+  transpose         x.transpose(-2, -1) (a view, like the spec's)
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ def _apply(torch, s: Stmt, a, b=None):
         return torch.softmax(a, dim=at["dim"])
     if op == "concat":
         return torch.cat([a, b], dim=at["dim"])
+    if op == "transpose":
+        return a.transpose(-2, -1)
     raise ValueError(f"{s.line}:{s.col}: no PyTorch translation of op '{op}'")
 
 

@@ -1,6 +1,7 @@
 #include "search/partial_fusion.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 
@@ -78,10 +79,16 @@ std::optional<PartialFusion> partial_fusion(const ir::Graph& spec, const targets
   std::map<std::pair<size_t, size_t>, std::optional<ir::Graph>> best;
   size_t windows = 0;
   for (size_t first = 0; first < n; ++first) windows += std::min(max_window, n - first);
-  const double each_s = time_limit_s / static_cast<double>(windows);
+  // Each window gets an equal share of the time left, so what a quick window (one op, searched in milliseconds) leaves
+  // goes to the windows after it.
+  const auto start = std::chrono::steady_clock::now();
+  size_t searched = 0;
   for (size_t first = 0; first < n; ++first)
-    for (size_t last = first + 1; last <= std::min(n, first + max_window); ++last)
+    for (size_t last = first + 1; last <= std::min(n, first + max_window); ++last) {
+      const double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double each_s = std::max(0.0, time_limit_s - used) / static_cast<double>(windows - searched++);
       best[{first, last}] = search_window(window_spec(spec, ops, first, last), each_s);
+    }
   // The cheapest cover: cost[i] of ops [0, i), a window ending at i taken after the cover of its start.
   std::vector<double> cost(n + 1, INFINITY);
   std::vector<size_t> from(n + 1, 0);

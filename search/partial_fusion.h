@@ -43,7 +43,7 @@ struct PartialFusion {
 using WindowSearch = std::function<std::optional<ir::Graph>(const ir::Graph& window, double time_limit_s)>;
 
 // The cheapest cover of the spec's ops by windows of at most `max_window` ops (fewer than the spec has), each window
-// searched once with `search_window`, sharing `time_limit_s` equally; none when the spec has fewer than two ops or
+// searched once with `search_window`, each with an equal share of what is left of `time_limit_s`; none when the spec has fewer than two ops or
 // some stretch of ops has no window with an answer.
 std::optional<PartialFusion> partial_fusion(const ir::Graph& spec, const targets::Target& target, size_t max_window,
                                             double time_limit_s, const WindowSearch& search_window);

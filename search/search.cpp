@@ -85,6 +85,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // The widest window of the partial-fusion fallback, in spec ops: a window search is a search of its own, and the
 // windows of n ops number about n times this.
 constexpr size_t kPartialFusionWindow = 3;
+// The least share of the time limit the partial-fusion fallback gets (taken from verification's when the enumeration
+// used all of its own: multi-head latent attention on the 2-core machine).
+constexpr double kPartialFusionShare = 0.2;
 
 // The search; `partial` allows the partial-fusion fallback (off in its own window searches).
 SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, const SearchOptions& options,
@@ -201,7 +204,10 @@ SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, c
   // search the windows again.
   uint64_t partial_hash = 0;
   std::string partial_summary;
-  const double partial_time_s = options.time_limit_s * kEnumerationShare - seconds_since(t0);
+  // What the enumeration left of its share, and at least kPartialFusionShare of the limit (from the verification's
+  // share) when it used it all.
+  const double partial_time_s =
+      std::max(options.time_limit_s * kEnumerationShare - seconds_since(t0), options.time_limit_s * kPartialFusionShare);
   const Cost as_written = estimate(spec, target);
   const bool fused_beats_spec = std::any_of(all.begin(), all.end(), [&](const Candidate& c) {
     return !as_written.feasible() || c.cost_us < as_written.total_us;
