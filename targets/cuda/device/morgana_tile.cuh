@@ -860,9 +860,8 @@ __device__ __forceinline__ void load_a(unsigned (&a)[4], const TA* tile, int m0,
 
 // The B fragment of rows k0.. and columns n0.. of a row-major [K, N] tile: ldmatrix.trans for 16-bit tiles (lanes
 // 0-15 address rows k0..k0+15 of the atom's 8 columns; lanes 16-31 repeat them), element by element through the
-// file's B layout, converted, for an f32 tile.
-// Held as Bᵀ (SB transposed), the atom's 8 columns of B are 8 rows of the tile: ldmatrix without .trans, lanes 0-7
-// addressing them at K column k0, lanes 8-15 at k0 + 8.
+// file's B layout, converted, for an f32 tile. Held as Bᵀ (SB transposed), the atom's 8 columns of B are 8 rows of
+// the tile: ldmatrix without .trans, lanes 0-7 addressing them at K column k0, lanes 8-15 at k0 + 8.
 template <class Atom, class SB, class T, class TB>
 __device__ __forceinline__ void load_b(unsigned (&b)[2], const TB* tile, int k0, int n0, int lane) {
   constexpr int N = SB::d3, K = SB::d2;
@@ -870,26 +869,17 @@ __device__ __forceinline__ void load_b(unsigned (&b)[2], const TB* tile, int k0,
     ldmatrix_x2<false>(b, tile + stored_at<typename SB::stored>(n0 + lane % 8, k0 + 8 * ((lane / 8) % 2)));
   } else if constexpr (sizeof(TB) == 2) {
     ldmatrix_x2<true>(b, tile + stored_at<SB>(k0 + lane % 16, n0));
-  } else if constexpr (SB::transposed) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      unsigned h[2];
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int v = 2 * r + half;
-        h[half] = word_bits(from_f32<T>(tile[(n0 + Atom::b_col(lane, v)) * K + k0 + Atom::b_row(lane, v)]));
-      }
-      b[r] = pack2(h[0], h[1]);
-    }
   } else {
     static_assert(!SB::swizzled, "lowering swizzles only 16-bit tiles");
+    // B's element (k, n): in row k of N, or held as Bᵀ, in row n of K.
+    auto at = [](int k, int n) { return SB::transposed ? n * K + k : k * N + n; };
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       unsigned h[2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int v = 2 * r + half;
-        h[half] = word_bits(from_f32<T>(tile[(k0 + Atom::b_row(lane, v)) * N + n0 + Atom::b_col(lane, v)]));
+        h[half] = word_bits(from_f32<T>(tile[at(k0 + Atom::b_row(lane, v), n0 + Atom::b_col(lane, v))]));
       }
       b[r] = pack2(h[0], h[1]);
     }
