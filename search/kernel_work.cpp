@@ -451,9 +451,9 @@ namespace {
 
 Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bool rows_allowed) {
   // Priced as the lowering holds it: batch elements of one row each as the rows of one product (ir::unit_row_fold).
-  const std::optional<ir::UnitRowFold> fold = ir::unit_row_fold(g.body(n));
-  const Graph folded = fold ? ir::with_rows_folded(g.body(n), *fold) : Graph(ir::kBlockLevel);
-  const Graph& body = fold ? folded : g.body(n);
+  const std::optional<ir::UnitRowFold> row_fold = ir::unit_row_fold(g.body(n));
+  const Graph folded = row_fold ? ir::with_rows_folded(g.body(n), *row_fold) : Graph(ir::kBlockLevel);
+  const Graph& body = row_fold ? folded : g.body(n);
   const ir::BlockParams& p = body.block_params();
   Work w;
   KernelCost& k = w.k;

@@ -353,22 +353,22 @@ class Emitter {
         // A product going into a rescaled accumulator adds every iteration: the rescale cleared it on the first.
         const std::string accumulate = s.scale >= 0 ? "true" : s.accumulate ? "it != 0" : "false";
         // B held as Bᵀ (pass load_transposed_operands): its shape seen through mg::Transposed.
-        auto S = [&](int i) { return i == s.b && s.trans_b ? "mg::Transposed<" + shape_ref(k, i) + ">" : shape_ref(k, i); };
+        auto SM = [&](int i) { return i == s.b && s.trans_b ? "mg::Transposed<" + S(i) + ">" : S(i); };
         if (s.norm_rows)  // QK-norm's query factors from the fragments (pass norms_from_fragments)
-          line(in + t(s.dst) + ".mma_row_normed<" + S(s.a) + ", " + S(s.b) + ">(" + t(s.a) + ", " + t(s.b) + ", " +
+          line(in + t(s.dst) + ".mma_row_normed<" + SM(s.a) + ", " + SM(s.b) + ">(" + t(s.a) + ", " + t(s.b) + ", " +
                    lambda({}, "", *s.norm_rows) + ");",
                origin);
         else if (k.tiles[static_cast<size_t>(s.dst)].space == Space::registers)
-          line(in + t(s.dst) + ".mma<" + S(s.a) + ", " + S(s.b) + ">(" + t(s.a) + ", " +
+          line(in + t(s.dst) + ".mma<" + SM(s.a) + ", " + SM(s.b) + ">(" + t(s.a) + ", " +
                    (s.scale >= 0 ? t(s.scale) + ", " : "") + t(s.b) + ", " + accumulate + ");",
                origin);
         else if (s.atom >= 0)
-          line(in + "mg::matmul_atom<" + atom_name(s.atom) + ", " + S(s.dst) + ", " + S(s.a) + ", " + S(s.b) + ", " +
+          line(in + "mg::matmul_atom<" + atom_name(s.atom) + ", " + SM(s.dst) + ", " + SM(s.a) + ", " + SM(s.b) + ", " +
                    std::to_string(s.atoms_n) + ">(" + t(s.dst) + ", " + t(s.a) + ", " + t(s.b) + ", " + accumulate +
                    ");",
                origin);
         else
-          line(in + "mg::matmul<" + S(s.dst) + ", " + S(s.a) + ", " + S(s.b) + ">(" + t(s.dst) + ", " + t(s.a) +
+          line(in + "mg::matmul<" + SM(s.dst) + ", " + SM(s.a) + ", " + SM(s.b) + ">(" + t(s.dst) + ", " + t(s.a) +
                    ", " + t(s.b) + ", " + accumulate + ");",
                origin);
         return;

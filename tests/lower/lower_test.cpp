@@ -1072,7 +1072,9 @@ TEST(Lower, BatchElementsOfOneRowBecomeTheRowsOfASharedProduct) {
 }
 )").programs.at(0);
   for (const ir::Node& n : decode.nodes())
-    if (n.op == ir::OpCode::block) EXPECT_FALSE(ir::unit_row_fold(decode.body(n)));
+    if (n.op == ir::OpCode::block) {
+      EXPECT_FALSE(ir::unit_row_fold(decode.body(n)));
+    }
 }
 
 }  // namespace
