@@ -123,15 +123,19 @@ std::optional<UnitRowFold> unit_row_fold(const Graph& body) {
   return fold;
 }
 
+int folded_dim(int d, const UnitRowFold& fold) {
+  const int row = fold.rank - 2;
+  return d == fold.dim ? row : d == row ? fold.dim : d;
+}
+
 Graph with_rows_folded(const Graph& body, const UnitRowFold& fold) {
   Graph g = body;
-  const int row = fold.rank - 2;
   for (Node& n : g.nodes_) {
     if (n.op == OpCode::save) continue;
     // A reduction over a folding value names its dim as folded.
     const OpKind kind = op_info(n.op).kind;
     if ((kind == OpKind::Reduce || kind == OpKind::Norm) && folds(body.type(body.operands(n)[0]).shape(), fold))
-      n.attrs.dim = n.attrs.dim == fold.dim ? row : n.attrs.dim == row ? fold.dim : n.attrs.dim;
+      n.attrs.dim = static_cast<decltype(n.attrs.dim)>(folded_dim(n.attrs.dim, fold));
     for (int i = 0; i < n.num_results; ++i) {
       TensorType& t = g.tensors_[g.result(n, i)].type;
       if (!folds(t.shape(), fold)) continue;

@@ -51,6 +51,8 @@ std::optional<UnitRowFold> unit_row_fold(const Graph& body);
 // Whether a value (or a lowering tile) of shape `shape` folds under `fold`: rank fold.rank, extent 1 at rank - 2, and
 // fold.dim its only batch dim above 1.
 bool folds(std::span<const int64_t> shape, const UnitRowFold& fold);
+// Dim `d` of a value that folds, as the folded value numbers it (fold.dim and rank - 2 trade places): a reduction's.
+int folded_dim(int d, const UnitRowFold& fold);
 // `body` with every value that folds retyped as folded (dims fold.dim and rank - 2 swapped): what the cost model
 // prices. Not a valid block graph (its iterators' shapes no longer follow their maps); for estimates only.
 Graph with_rows_folded(const Graph& body, const UnitRowFold& fold);

@@ -27,7 +27,7 @@ void fold_unit_rows(Kernel& k, LoweredProgram& p, const ir::Graph& body) {
       if ((s.kind == StmtKind::Load && is_folded(s.dst)) || (s.kind == StmtKind::Store && is_folded(s.a)))
         swap_addressed_dims(s, p, q, row);
       if ((s.kind == StmtKind::Reduce || s.kind == StmtKind::Concat) && is_folded(s.a))
-        s.dim = s.dim == q ? row : s.dim == row ? q : s.dim;
+        s.dim = ir::folded_dim(s.dim, *fold);
     }
 }
 
