@@ -1,6 +1,6 @@
 // Abstract expressions (paper §4, docs/abstract-expressions.md): what one element of a tensor is, as a term
 // over the program's input elements, forgetting indices, constants and signs. The search prunes a μGraph
-// prefix unless every tensor's term is a sub-expression of the spec's output term (ir/subexpr_oracle.h).
+// prefix unless every tensor's term is a sub-expression of the spec's output term (search/subexpr_oracle.h).
 //
 // Terms live hash-consed in an ExprArena and are named by 32-bit ids, so equal terms have equal ids. The
 // constructors normalise a few things that are identities of the abstraction itself (Shift is neutral, One is

@@ -8,10 +8,10 @@
 
 #include "ir/abstract_expr.h"
 #include "ir/diagnostic.h"
-#include "ir/subexpr_oracle.h"
 #include "search/axes.h"
 #include "search/cost_model.h"
 #include "search/kernel_work.h"
+#include "search/subexpr_oracle.h"
 
 namespace morgana::search {
 
@@ -146,7 +146,7 @@ struct Generator::Shared {
   SearchOptions options;
   SpecAxes axes;
   ExprArena arena;  // the spec's terms; the oracle's arena
-  std::unique_ptr<ir::SubexprOracle> oracle;
+  std::unique_ptr<SubexprOracle> oracle;
   std::vector<ExprId> out_exprs;
   std::vector<Labels> out_labels;
   // Where the spec applies a constant: mul_scalar and add_scalar take (op, value) only on a value of the
@@ -1385,7 +1385,7 @@ class Explorer {
   const double* bound_ = nullptr;
   std::vector<std::pair<const char*, uint64_t>> pruned_;
   ExprArena arena_;
-  mutable ir::SubexprOracle::TermClasses classes_;  // e-classes of arena_'s terms, by ExprId
+  mutable SubexprOracle::TermClasses classes_;  // e-classes of arena_'s terms, by ExprId
   Graph kg_;
   std::vector<KTensor> kt_;
   std::unordered_map<uint64_t, std::vector<Structure>> memo_;
@@ -1446,13 +1446,13 @@ void collect_constants(Generator::Shared& sh) {
   }
 }
 
-// What the oracle's distance may assume of the candidates (ir::FusedOps): the generator builds no softmax and
+// What the oracle's distance may assume of the candidates (FusedOps): the generator builds no softmax and
 // no concat (for_each_predefined), and a matmul that sums over a real axis only where some input has that
 // axis last and some input has it second to last. Every op keeps a label at its place counted from the right
 // (elementwise ops broadcast right-aligned, a matmul keeps its operands' two last places, a reduction leaves
 // a unit label), so the places an axis can take are the ones it has in the inputs.
-ir::FusedOps fused_ops(const Generator::Shared& sh) {
-  ir::FusedOps f;
+FusedOps fused_ops(const Generator::Shared& sh) {
+  FusedOps f;
   f.softmax = false;
   f.concat = false;
   f.matmul = false;
@@ -1479,7 +1479,7 @@ Generator::Generator(const Graph& spec, const targets::Target& target, const Sea
     if (n.op == OpCode::block) throw UserError("the spec already has block ops; give the search a plain kernel graph");
   sh.axes = analyze_axes(spec);
   sh.out_exprs = ir::output_exprs(spec, sh.arena);
-  sh.oracle = std::make_unique<ir::SubexprOracle>(sh.arena, sh.out_exprs, ir::OracleLimits{}, fused_ops(sh));
+  sh.oracle = std::make_unique<SubexprOracle>(sh.arena, sh.out_exprs, OracleLimits{}, fused_ops(sh));
   for (TensorId t : spec.outputs()) sh.out_labels.push_back(sh.axes.tensors[t]);
   collect_constants(sh);
   for (const ir::Node& n : spec.nodes()) {

@@ -2,7 +2,7 @@
 // order, and for every `block` op its block graph: grid dims and for-loop (which axes they cut), iterators with
 // the imap/fmap that cut those axes, block ops in canonical order, accumulators, epilogue ops, then savers with
 // their omap. Every prefix is pruned as early as possible: shapes, axis labels (search/axes.h), the
-// abstract-expression oracle (ir/subexpr_oracle.h), the state of partial reductions, and the target's limits.
+// abstract-expression oracle (search/subexpr_oracle.h), the state of partial reductions, and the target's limits.
 //
 // The space is cut into tasks, one per first kernel op (a predefined op, or a block op's operands, grid axes and
 // loop axis), in a fixed order; a task is explored depth-first, so what it finds does not depend on which thread

@@ -1,4 +1,4 @@
-// Z3 encoding of the sub-expression question (see z3_subexpr.h). Each axiom of ir/subexpr_oracle.cpp appears
+// Z3 encoding of the sub-expression question (see z3_subexpr.h). Each axiom of search/subexpr_oracle.cpp appears
 // here once, as a quantified formula whose triggers are its left and right sides, so that Z3's E-matching
 // plays the role of the e-graph's rule application and Z3's congruence closure the role of its rebuild. Z3
 // answers "unsat" when the query is derivable and "unknown (incomplete quantifiers)" when E-matching

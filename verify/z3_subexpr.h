@@ -1,4 +1,4 @@
-// The sub-expression question of ir/subexpr_oracle.h asked of Z3, as an independent cross-check of the
+// The sub-expression question of search/subexpr_oracle.h asked of Z3, as an independent cross-check of the
 // e-graph (built only when Meson finds Z3: MORGANA_HAVE_Z3). docs/abstract-expressions.md, "Z3 cross-check",
 // describes the encoding: an uninterpreted sort of terms, one function per term kind, A_eq as quantified
 // equations with E-matching patterns (both directions of each rule as triggers), A_sub as a predicate R ("is
@@ -26,7 +26,7 @@ struct Z3SubexprAnswer {
 
 class Z3SubexprChecker {
  public:
-  // `targets` as for ir::SubexprOracle. The arena must outlive the checker.
+  // `targets` as for search::SubexprOracle. The arena must outlive the checker.
   Z3SubexprChecker(const ir::ExprArena& arena, std::span<const ir::ExprId> targets,
                    unsigned timeout_ms = 10000);
   ~Z3SubexprChecker();

@@ -12,7 +12,7 @@
 
 #include "ir/abstract_expr.h"
 #include "ir/parser.h"
-#include "ir/subexpr_oracle.h"
+#include "search/subexpr_oracle.h"
 #include "verify/z3_subexpr.h"
 #include "verify/z3_tiling.h"
 
@@ -96,7 +96,7 @@ TEST(Z3Subexpr, AgreesWithTheEGraphOnAGeneratedCorpus) {
   for (const Target& t : targets) {
     ExprArena ar;
     ExprId target = ar.parse(t.expr);
-    ir::SubexprOracle oracle(ar, std::span<const ExprId>(&target, 1));
+    search::SubexprOracle oracle(ar, std::span<const ExprId>(&target, 1));
     ASSERT_TRUE(oracle.stats().saturated) << t.expr;
     Z3SubexprChecker z3(ar, std::span<const ExprId>(&target, 1));
 

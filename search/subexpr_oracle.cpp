@@ -3,7 +3,7 @@
 // re-canonicalising every e-node after each round (the graphs are small: thousands to a hundred thousand
 // e-nodes). Rules are plain C++ over the e-graph, each written in both directions where the axiom is an
 // equation; every rule is listed in docs/abstract-expressions.md.
-#include "ir/subexpr_oracle.h"
+#include "search/subexpr_oracle.h"
 
 #include <algorithm>
 #include <array>
@@ -15,7 +15,9 @@
 
 #include "ir/diagnostic.h"
 
-namespace morgana::ir {
+namespace morgana::search {
+
+using namespace ir;  // the e-graph is built of the abstract expressions' terms throughout
 
 namespace {
 
@@ -616,4 +618,4 @@ bool SubexprOracle::is_equivalent(const ExprArena& ar, ExprId e, TermClasses& me
   return equivalent_with(ar, e, memo);
 }
 
-}  // namespace morgana::ir
+}  // namespace morgana::search

@@ -13,7 +13,8 @@
 
 #include "ir/abstract_expr.h"
 
-namespace morgana::ir {
+namespace morgana::search {
+
 
 struct OracleLimits {
   int max_iterations = 40;    // rounds of "apply every rule to every e-node, then restore congruence"
@@ -44,20 +45,20 @@ class SubexprOracle {
   // `targets`: the spec's output expressions in `arena`. A Cat at the top of one (a concat output)
   // contributes each part as a target. The arena must outlive the oracle when the one-argument queries are
   // used.
-  SubexprOracle(const ExprArena& arena, std::span<const ExprId> targets, OracleLimits limits = {},
+  SubexprOracle(const ir::ExprArena& arena, std::span<const ir::ExprId> targets, OracleLimits limits = {},
                 FusedOps fused_ops = {});
 
   // Whether `e` is a sub-expression of a target under A_eq ∪ A_sub. Shift (a max-derived value) always is; a
   // Cat is when each part is.
-  bool is_subexpr(ExprId e) const { return is_subexpr(*arena_, e); }
-  bool is_subexpr(const ExprArena& arena, ExprId e) const;
+  bool is_subexpr(ir::ExprId e) const { return is_subexpr(*arena_, e); }
+  bool is_subexpr(const ir::ExprArena& arena, ir::ExprId e) const;
   // Whether `e` equals a target under A_eq (a whole μGraph output, for instance).
-  bool is_equivalent(ExprId e) const { return is_equivalent(*arena_, e); }
-  bool is_equivalent(const ExprArena& arena, ExprId e) const;
+  bool is_equivalent(ir::ExprId e) const { return is_equivalent(*arena_, e); }
+  bool is_equivalent(const ir::ExprArena& arena, ir::ExprId e) const;
 
   // The e-class of `e` in the saturated e-graph (terms equal under A_eq share it), or UINT32_MAX when `e` is not
   // in the e-graph. The search uses it to spot a second way of computing a value it already has.
-  uint32_t class_of(const ExprArena& arena, ExprId e) const;
+  uint32_t class_of(const ir::ExprArena& arena, ir::ExprId e) const;
 
   // A lower bound on the number of ops (of the op table, each abstracted as in abstract_node) that any
   // computation must still apply to a value of term `e` before a result equivalent to a target: the length of
@@ -65,36 +66,36 @@ class SubexprOracle {
   // as a child (docs/abstract-expressions.md, "Distance to a target"). 0 when e has no e-class (Shift, Cat,
   // not in the e-graph): no bound. The search prunes a prefix whose open values are further from the targets
   // than the ops it may still add.
-  int distance(const ExprArena& arena, ExprId e) const { return distance_of_class(class_of(arena, e)); }
+  int distance(const ir::ExprArena& arena, ir::ExprId e) const { return distance_of_class(class_of(arena, e)); }
   int distance_of_class(uint32_t cls) const { return cls < dist_.size() ? dist_[cls] : 0; }
   bool is_subexpr_class(uint32_t cls) const { return cls < sub_.size() && sub_[cls]; }
 
   // The same queries for a caller that asks about many terms of one arena sharing sub-terms (the search: each
   // new op's term is one e-node over terms it has asked about before). `memo` remembers the e-class of every
-  // term looked up, by ExprId, so a query costs one table probe for its new top node. One memo per arena and
+  // term looked up, by ir::ExprId, so a query costs one table probe for its new top node. One memo per arena and
   // thread.
   struct TermClasses {
     static constexpr uint32_t kUnseen = UINT32_MAX - 1;
-    std::vector<uint32_t> cls;  // by ExprId: kUnseen, UINT32_MAX (not in the e-graph) or the e-class
-    bool get(ExprId e, uint32_t& v) const {
+    std::vector<uint32_t> cls;  // by ir::ExprId: kUnseen, UINT32_MAX (not in the e-graph) or the e-class
+    bool get(ir::ExprId e, uint32_t& v) const {
       if (e >= cls.size() || cls[e] == kUnseen) return false;
       v = cls[e];
       return true;
     }
-    void put(ExprId e, uint32_t v) {
+    void put(ir::ExprId e, uint32_t v) {
       if (e >= cls.size()) cls.resize(std::max<size_t>(2 * cls.size(), e + 1), kUnseen);
       cls[e] = v;
     }
   };
-  uint32_t class_of(const ExprArena& arena, ExprId e, TermClasses& memo) const;
+  uint32_t class_of(const ir::ExprArena& arena, ir::ExprId e, TermClasses& memo) const;
   // The e-class of one e-node over e-classes (UINT32_MAX: none): what class_of finds for a term whose
   // children have these classes, without making the term.
-  uint32_t class_of_node(ExprKind kind, int64_t payload, uint32_t a, uint32_t b = UINT32_MAX) const {
+  uint32_t class_of_node(ir::ExprKind kind, int64_t payload, uint32_t a, uint32_t b = UINT32_MAX) const {
     return find_node(Key{kind, payload, a, b});
   }
-  bool is_subexpr(const ExprArena& arena, ExprId e, TermClasses& memo) const;
-  bool is_equivalent(const ExprArena& arena, ExprId e, TermClasses& memo) const;
-  int distance(const ExprArena& arena, ExprId e, TermClasses& memo) const {
+  bool is_subexpr(const ir::ExprArena& arena, ir::ExprId e, TermClasses& memo) const;
+  bool is_equivalent(const ir::ExprArena& arena, ir::ExprId e, TermClasses& memo) const;
+  int distance(const ir::ExprArena& arena, ir::ExprId e, TermClasses& memo) const {
     return distance_of_class(class_of(arena, e, memo));
   }
 
@@ -102,7 +103,7 @@ class SubexprOracle {
 
   // The frozen e-graph's lookup key: a node kind, its payload and its children's e-classes.
   struct Key {
-    ExprKind kind = ExprKind::Var;
+    ir::ExprKind kind = ir::ExprKind::Var;
     int64_t payload = 0;
     uint32_t a = UINT32_MAX, b = UINT32_MAX;
     bool operator==(const Key&) const = default;
@@ -118,13 +119,13 @@ class SubexprOracle {
   uint32_t find_node(const Key& k) const;
   // The e-class of `e` (UINT32_MAX: none), and the two queries, with either memo kind.
   template <class M>
-  uint32_t lookup(const ExprArena& arena, ExprId e, M& memo) const;
+  uint32_t lookup(const ir::ExprArena& arena, ir::ExprId e, M& memo) const;
   template <class M>
-  bool subexpr_with(const ExprArena& arena, ExprId e, M& memo) const;
+  bool subexpr_with(const ir::ExprArena& arena, ir::ExprId e, M& memo) const;
   template <class M>
-  bool equivalent_with(const ExprArena& arena, ExprId e, M& memo) const;
+  bool equivalent_with(const ir::ExprArena& arena, ir::ExprId e, M& memo) const;
 
-  const ExprArena* arena_;
+  const ir::ExprArena* arena_;
   std::vector<Slot> table_;    // open addressing, power-of-two size
   std::vector<uint8_t> sub_;   // per e-class: a sub-expression of a target
   std::vector<uint8_t> root_;  // per e-class: a target itself
@@ -132,4 +133,4 @@ class SubexprOracle {
   OracleStats stats_;
 };
 
-}  // namespace morgana::ir
+}  // namespace morgana::search
