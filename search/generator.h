@@ -2,7 +2,8 @@
 // order, and for every `block` op its block graph: grid dims and for-loop (which axes they cut), iterators with
 // the imap/fmap that cut those axes, block ops in canonical order, accumulators, epilogue ops, then savers with
 // their omap. Every prefix is pruned as early as possible: shapes, axis labels (search/axes.h), the
-// abstract-expression oracle (search/subexpr_oracle.h), the state of partial reductions, and the target's limits.
+// abstract-expression oracle (search/subexpr_oracle.h), the state of partial reductions, and the target's limits
+// (the rules: search/gen_rules.h; the state they read: search/gen_state.h; docs/search.md lists every piece).
 //
 // The space is cut into tasks, one per first kernel op (a predefined op, or a block op's operands, grid axes and
 // loop axis), in a fixed order; a task is explored depth-first, so what it finds does not depend on which thread
