@@ -105,8 +105,18 @@ bool BlockGraphs::block_try(Block& b, OpCode op, std::initializer_list<TensorId>
     return t_.drop(prune::scalar);
   if (!t_.shift_ok(op, x.shift, x.expr, y ? y->shift : false, x.shifted)) return false;
   Label reduced;
-  auto labels = infer_labels(op, a, &x.labels, y ? &y->labels : nullptr, &reduced);
+  std::optional<Labels> labels;
+  if (op == OpCode::concat) {
+    const size_t d = static_cast<size_t>(a.dim);
+    if (std::optional<Label> joint = sh.joints.of(x.labels.dims[d], y->labels.dims[d]))
+      labels = concat_labels(x.labels, y->labels, a.dim, *joint);
+  } else {
+    labels = infer_labels(op, a, &x.labels, y ? &y->labels : nullptr, &reduced);
+  }
   if (!labels || !spec_reduces(reduced, sh.reduced_axes)) return t_.drop(prune::axes);
+  if (Pruned r = joint_rule(op, sh.joints.any_joint(x.labels), y && sh.joints.any_joint(y->labels),
+                              sh.joints.is_joint(reduced)))
+    return t_.drop(r);
   BTensor t;
   t.labels = *labels;
   t.epilogue = epilogue;
@@ -183,6 +193,15 @@ void BlockGraphs::for_each_block_op(Block& b, Rank last, bool epilogue, F&& f) {
         if (info.kind == OpKind::Binary && (info.facts & ir::kCommutative) != 0 && a > c) continue;
         if (after_last(std::array<TensorId, 2>{a, c}, op, ir::Attrs{})) f(op, {a, c}, ir::Attrs{});
       }
+      // A concat along a dim a matmul contracts (A's last, B's second to last) where the two axes join.
+      const Labels &la = b.bt[a].labels, &lc = b.bt[c].labels;
+      if (t_.sh.joints.empty() || la.rank != lc.rank || la.rank < 2) continue;
+      for (int d : {la.rank - 1, la.rank - 2}) {
+        if (!t_.sh.joints.of(la.dims[static_cast<size_t>(d)], lc.dims[static_cast<size_t>(d)])) continue;
+        ir::Attrs at;
+        at.dim = d;
+        if (after_last(std::array<TensorId, 2>{a, c}, OpCode::concat, at)) f(OpCode::concat, {a, c}, at);
+      }
     }
   }
 }
@@ -244,6 +263,11 @@ void BlockGraphs::close_body(Block& b, std::vector<Structure>& found) {
   }
   if (open.empty() || static_cast<int>(open.size()) > kMaxSaves) return;
   if (b.compute_ops + static_cast<int>(open.size()) > t_.sh.options.max_block_ops) return;
+  for (TensorId t : open)
+    if (t_.sh.joints.any_joint(b.bt[t].labels)) {
+      t_.drop(prune::concat);  // a concat is there to be contracted in the body
+      return;
+    }
   // Per open value, its accumulator choices: (op, rescale partner).
   std::vector<std::vector<std::pair<OpCode, TensorId>>> choices;
   for (TensorId t : open) {

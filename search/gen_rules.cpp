@@ -29,6 +29,20 @@ bool spec_reduces(const Label& l, const std::vector<uint16_t>& reduced_axes) {
   return std::find(reduced_axes.begin(), reduced_axes.end(), l.axis) != reduced_axes.end();
 }
 
+std::optional<Labels> concat_labels(const Labels& a, const Labels& b, int dim, const Label& joint) {
+  if (a.rank != b.rank || dim < 0 || dim >= a.rank) return std::nullopt;
+  for (int d = 0; d < a.rank; ++d)
+    if (d != dim && !(a.dims[static_cast<size_t>(d)] == b.dims[static_cast<size_t>(d)])) return std::nullopt;
+  Labels l = a;
+  l.dims[static_cast<size_t>(dim)] = joint;
+  return l;
+}
+
+Pruned joint_rule(OpCode op, bool x_joint, bool y_joint, bool reduced_joint) {
+  if (!x_joint && !y_joint) return nullptr;
+  return op == OpCode::matmul && reduced_joint ? nullptr : prune::concat;
+}
+
 Pruned kernel_prefix_rule(int open, int farthest, int outputs, int ops_left, int max_block_ops) {
   if (open > outputs + 4 * ops_left) return prune::dead_end;
   if (farthest > ops_left * std::max(1, max_block_ops)) return prune::distance;
@@ -93,6 +107,9 @@ Pruned partial_state(OpCode op, const BTensor& x, const BTensor* y, int reduced_
       t.psum = x.psum | y->psum;
       t.maxdep = x.maxdep | y->maxdep;
       if (reduced_bit >= 0) t.psum |= bit(reduced_bit);
+      return nullptr;
+    case OpKind::Concat:
+      if (x.psum || x.pmax || x.maxdep || y->psum || y->pmax || y->maxdep) return prune::partial;
       return nullptr;
     default:
       return prune::unbuilt;

@@ -20,6 +20,7 @@ inline constexpr const char* abstract = "abstract";
 inline constexpr const char* accumulator = "accumulator";
 inline constexpr const char* axes = "axes";
 inline constexpr const char* canonical = "canonical";
+inline constexpr const char* concat = "concat";
 inline constexpr const char* cost = "cost";
 inline constexpr const char* dead_end = "dead-end";
 inline constexpr const char* distance = "distance";
@@ -80,6 +81,14 @@ Pruned shift_rule(OpCode op, bool a_shift, bool b_shift, bool a_shifted, bool sa
 // normalises over.
 bool spec_reduces(const Label& l, const std::vector<uint16_t>& reduced_axes);
 
+// ---- concat: joined axes ----
+// The labels of concat(a, b) along `dim`: the operands agree on every other dim, and `dim` takes the joined
+// axis `joint` (Generator::Shared::joint_of); nullopt when they disagree.
+std::optional<Labels> concat_labels(const Labels& a, const Labels& b, int dim, const Label& joint);
+// A concat exists to be contracted: a value with a joined axis (`x_joint`, `y_joint`: an operand has one) is
+// read only by a matmul over that axis (`reduced_joint`), and is never accumulated or saved.
+Pruned joint_rule(OpCode op, bool x_joint, bool y_joint, bool reduced_joint);
+
 // ---- dead-end, distance: kernel prefixes that cannot be completed ----
 // `open`: kernel tensors no op has consumed yet (inputs aside); each must be consumed by an op still to come
 // (a block op reads at most four) or be one of the spec's `outputs`. `farthest`: the largest
@@ -94,7 +103,7 @@ Pruned kernel_prefix_rule(int open, int farthest, int outputs, int ops_left, int
 // part of an axis) may be scaled, summed with values partial the same way, multiplied by values constant along
 // that axis and accumulated; nothing else. Values scaled by a partial max need sums with the same scaling, and
 // a quotient of two cancels it. A sum of squares over a whole axis is what rms_norm computes: the block op
-// takes it in one (`norm`).
+// takes it in one (`norm`). A concat joins whole values only.
 Pruned partial_state(OpCode op, const BTensor& x, const BTensor* y, int reduced_bit, const Header& h, BTensor& t);
 
 // ---- redundant ----

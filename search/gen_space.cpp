@@ -167,7 +167,8 @@ uint64_t structure_hash(const Graph& g) {
   return h;
 }
 
-Labels tile_labels(const Graph& bg, TensorId t, const Skeleton& sk, const std::vector<KTensor>& kt) {
+Labels tile_labels(const Graph& bg, TensorId t, const Skeleton& sk, const std::vector<KTensor>& kt,
+                   const JoinedAxes& joints) {
   const ir::Node& n = bg.node(bg.tensor(t).producer);
   auto ops = bg.operands(n);
   if (n.op == OpCode::iter) {
@@ -177,11 +178,17 @@ Labels tile_labels(const Graph& bg, TensorId t, const Skeleton& sk, const std::v
         l.dims[static_cast<size_t>(d)] = Label{l.dims[static_cast<size_t>(d)].axis, 0, 0};
     return l;
   }
-  if (ir::op_info(n.op).kind == ir::OpKind::Accum) return tile_labels(bg, ops[0], sk, kt);
-  Labels a = tile_labels(bg, ops[0], sk, kt);
+  if (ir::op_info(n.op).kind == ir::OpKind::Accum) return tile_labels(bg, ops[0], sk, kt, joints);
+  Labels a = tile_labels(bg, ops[0], sk, kt, joints);
   Labels b;
-  if (ops.size() > 1) b = tile_labels(bg, ops[1], sk, kt);
-  auto l = infer_labels(n.op, n.attrs, &a, ops.size() > 1 ? &b : nullptr, nullptr);
+  if (ops.size() > 1) b = tile_labels(bg, ops[1], sk, kt, joints);
+  std::optional<Labels> l;
+  if (n.op == OpCode::concat) {
+    const size_t d = static_cast<size_t>(n.attrs.dim);
+    if (std::optional<Label> joint = joints.of(a.dims[d], b.dims[d])) l = concat_labels(a, b, n.attrs.dim, *joint);
+  } else {
+    l = infer_labels(n.op, n.attrs, &a, ops.size() > 1 ? &b : nullptr, nullptr);
+  }
   MG_CHECK(l.has_value(), "generator: labels of a built block graph do not agree");
   return *l;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "search/gen_rules.h"
 #include "search/gen_state.h"
 
 namespace morgana::search::gen {
@@ -41,7 +42,8 @@ uint64_t structure_hash(const ir::Graph& g);
 
 // The labels of tensor `t` of a built block graph `bg` of skeleton `sk` over kernel tensors `kt`, recomputed
 // from the body (the walk's per-tensor state is gone by then): stacked dims of iterators are read as their
-// parts.
-Labels tile_labels(const ir::Graph& bg, TensorId t, const Skeleton& sk, const std::vector<KTensor>& kt);
+// parts; a concat's dim takes its joined axis.
+Labels tile_labels(const ir::Graph& bg, TensorId t, const Skeleton& sk, const std::vector<KTensor>& kt,
+                   const JoinedAxes& joints);
 
 }  // namespace morgana::search::gen

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -36,6 +37,34 @@ Rank rank_of(std::span<const TensorId> operands, OpCode op, uint64_t attr_key);
 uint64_t attr_key(const ir::Attrs& a);
 // A label as a hash key, without its part count: a structure found for one split replays at any other.
 inline uint64_t label_key(const Label& l) { return (uint64_t{l.axis} << 16 | l.over) + 1; }
+
+// Joined axes: a concat along a dim joins the two axes its operands have there into an axis of its own (an id
+// past the spec's axes, with the sum of their extents). A concat then matmul over the joined axis is the sum of
+// two products, so only the axes a spec's sum of two products contracts are joined, both ways round (LoRA's
+// XW + (XA)B: (K, R) and (R, K), for (X‖XA)·(W;B)).
+struct JoinedAxes {
+  struct Joint {
+    uint16_t a, b, id;
+  };
+  std::vector<Joint> list;
+  bool empty() const { return list.empty(); }
+  // The joined axis of `a` then `b`, or nullopt.
+  std::optional<Label> of(const Label& a, const Label& b) const {
+    for (const Joint& j : list)
+      if (a == Label{j.a, 0, 0} && b == Label{j.b, 0, 0}) return Label{j.id, 0, 0};
+    return std::nullopt;
+  }
+  bool is_joint(const Label& l) const {
+    for (const Joint& j : list)
+      if (l == Label{j.id, 0, 0}) return true;
+    return false;
+  }
+  bool any_joint(const Labels& l) const {
+    for (int d = 0; d < l.rank && !empty(); ++d)
+      if (is_joint(l.dims[static_cast<size_t>(d)])) return true;
+    return false;
+  }
+};
 
 // A kernel-level tensor of the candidate.
 struct KTensor {

@@ -40,6 +40,7 @@ struct Generator::Shared {
   std::vector<uint16_t> reduced_axes;  // axes the spec sums, maximises or normalises over
   bool safe_exp = false;               // the spec's exps come from softmax: each exp must take a max-subtracted value
   std::vector<double> eps;             // rms_norm epsilons
+  gen::JoinedAxes joints;  // where a concat may join two axes (gen_state.h); empty: the generator builds no concat
   int64_t max_blocks = 0;
   int64_t threads = 0;
   std::vector<gen::Task> tasks;

@@ -353,7 +353,7 @@ class Explorer {
       k.shift = t_.arena.node(k.expr).kind == ExprKind::Shift;
       k.maxdep = scaled[i];
       k.dist = t_.distance(k.expr);
-      k.labels = tile_labels(bg, src, sk, kt_);
+      k.labels = tile_labels(bg, src, sk, kt_, sh_.joints);
       for (size_t gi = 0; gi < sk.grid.size(); ++gi) {
         int d = save.attrs.map[gi];
         Label& l = k.labels.dims[static_cast<size_t>(d)];
@@ -417,15 +417,15 @@ void collect_constants(Generator::Shared& sh) {
   }
 }
 
-// What the oracle's distance may assume of the candidates (FusedOps): the generator builds no softmax and
-// no concat (for_each_predefined), and a matmul that sums over a real axis only where some input has that
+// What the oracle's distance may assume of the candidates (FusedOps): the generator builds no softmax, a concat
+// only where it joins axes (joined_axes), and a matmul that sums over a real axis only where some input has that
 // axis last and some input has it second to last. Every op keeps a label at its place counted from the right
 // (elementwise ops broadcast right-aligned, a matmul keeps its operands' two last places, a reduction leaves
 // a unit label), so the places an axis can take are the ones it has in the inputs.
 FusedOps fused_ops(const Generator::Shared& sh) {
   FusedOps f;
   f.softmax = false;
-  f.concat = false;
+  f.concat = !sh.joints.empty();
   f.matmul = false;
   for (TensorId a : sh.spec.inputs())
     for (TensorId b : sh.spec.inputs()) {
@@ -435,6 +435,29 @@ FusedOps fused_ops(const Generator::Shared& sh) {
       if (!k.unit() && k == lb.dims[lb.rank - 2u]) f.matmul = true;
     }
   return f;
+}
+
+// The joined axes (Shared::joints): for each add of two matmul results in the spec whose products contract
+// different axes, those axes joined both ways round, each a new axis id with the sum of their extents.
+void joined_axes(Generator::Shared& sh) {
+  const Graph& spec = sh.spec;
+  auto contracted = [&](TensorId t) -> uint16_t {
+    const ir::Node& p = spec.node(spec.tensor(t).producer);
+    if (p.op != OpCode::matmul) return 0;
+    const Labels& a = sh.axes.tensors[spec.operands(p)[0]];
+    return a.dims[static_cast<size_t>(a.rank - 1)].axis;
+  };
+  for (const ir::Node& n : spec.nodes()) {
+    if (n.op != OpCode::add) continue;
+    const uint16_t k1 = contracted(spec.operands(n)[0]), k2 = contracted(spec.operands(n)[1]);
+    if (k1 == 0 || k2 == 0 || k1 == k2) continue;
+    for (auto [a, b] : {std::pair{k1, k2}, std::pair{k2, k1}}) {
+      if (sh.joints.of(Label{a, 0, 0}, Label{b, 0, 0})) continue;
+      const auto id = static_cast<uint16_t>(sh.axes.extent.size());
+      sh.axes.extent.push_back(sh.axes.extent[a] + sh.axes.extent[b]);
+      sh.joints.list.push_back({a, b, id});
+    }
+  }
 }
 
 }  // namespace
@@ -449,6 +472,7 @@ Generator::Generator(const Graph& spec, const targets::Target& target, const Sea
   for (const ir::Node& n : spec.nodes())
     if (n.op == OpCode::block) throw UserError("the spec already has block ops; give the search a plain kernel graph");
   sh.axes = analyze_axes(spec);
+  joined_axes(sh);
   sh.out_exprs = ir::output_exprs(spec, sh.arena);
   sh.oracle = std::make_unique<SubexprOracle>(sh.arena, sh.out_exprs, OracleLimits{}, fused_ops(sh));
   for (TensorId t : spec.outputs()) sh.out_labels.push_back(sh.axes.tensors[t]);
@@ -466,6 +490,7 @@ Generator::Generator(const Graph& spec, const targets::Target& target, const Sea
     if (a != 0 && std::find(sh.reduced_axes.begin(), sh.reduced_axes.end(), a) == sh.reduced_axes.end())
       sh.reduced_axes.push_back(a);
   }
+  for (const JoinedAxes::Joint& j : sh.joints.list) sh.reduced_axes.push_back(j.id);  // both its axes are contracted
   sh.max_blocks = target.execution.sms * std::max<int64_t>(1, target.execution.max_blocks_per_sm);
   sh.threads = std::min(4 * target.execution.warp_size, target.execution.max_threads_per_block);
   std::vector<Labels> input_labels;

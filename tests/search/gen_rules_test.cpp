@@ -73,6 +73,39 @@ TEST(GenRules, OnlyAxesTheSpecReducesAreReduced) {
   EXPECT_TRUE(spec_reduces(Label{kHead, kKeys, 8}, reduced)) << "stacked partial results";
 }
 
+TEST(GenRules, AConcatJoinsTwoAxesAndIsOnlyContracted) {
+  constexpr uint16_t kRank = 4, kJoined = 5;  // LoRA: the rank axis, and K‖R
+  const Label joint = axis(kJoined);
+  std::optional<Labels> xxa = concat_labels(labels({axis(kRows), axis(kHead)}), labels({axis(kRows), axis(kRank)}),
+                                            1, joint);
+  ASSERT_TRUE(xxa.has_value());
+  EXPECT_EQ(*xxa, labels({axis(kRows), joint}));
+  EXPECT_FALSE(concat_labels(labels({axis(kRows), axis(kHead)}), labels({axis(kKeys), axis(kRank)}), 1, joint))
+      << "the rows disagree";
+  EXPECT_FALSE(concat_labels(labels({axis(kRows), axis(kHead)}), labels({axis(kRank)}), 0, joint)) << "ranks differ";
+  EXPECT_EQ(joint_rule(OpCode::matmul, false, false, false), nullptr);
+  EXPECT_EQ(joint_rule(OpCode::matmul, true, true, true), nullptr) << "(X‖XA)·(W;B) over K‖R";
+  EXPECT_STREQ(joint_rule(OpCode::matmul, true, false, false), prune::concat) << "over another axis";
+  EXPECT_STREQ(joint_rule(OpCode::exp, true, false, false), prune::concat);
+  EXPECT_STREQ(joint_rule(OpCode::add, false, true, false), prune::concat);
+  JoinedAxes joined;
+  joined.list.push_back({kHead, kRank, kJoined});
+  EXPECT_EQ(joined.of(axis(kHead), axis(kRank)), joint);
+  EXPECT_FALSE(joined.of(axis(kRank), axis(kHead))) << "each order is a joint of its own";
+  EXPECT_TRUE(joined.any_joint(*xxa));
+  EXPECT_FALSE(joined.any_joint(labels({axis(kRows), axis(kHead)})));
+}
+
+TEST(GenRules, AConcatJoinsWholeValuesOnly) {
+  const Header h = header_of(flash_skeleton());
+  BTensor x = value(labels({axis(kRows), axis(kHead)}));
+  BTensor p = x;
+  p.psum = 0b10;
+  BTensor t;
+  EXPECT_EQ(partial_state(OpCode::concat, x, &x, -1, h, t), nullptr);
+  EXPECT_STREQ(partial_state(OpCode::concat, x, &p, -1, h, t), prune::partial);
+}
+
 TEST(GenRules, AKernelPrefixNeedsRoomForItsOpenTensors) {
   EXPECT_EQ(kernel_prefix_rule(5, 0, 1, 1, 12), nullptr) << "one more block op reads four, one is the output";
   EXPECT_STREQ(kernel_prefix_rule(6, 0, 1, 1, 12), prune::dead_end);
