@@ -1,6 +1,8 @@
 #include "ir/block_rules.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 
 namespace morgana::ir {
 
@@ -144,6 +146,129 @@ Graph with_rows_folded(const Graph& body, const UnitRowFold& fold) {
     }
   }
   return g;
+}
+
+namespace {
+
+// The two pieces of `t` along `dim` when a concat along it made `t`.
+std::optional<std::pair<TensorId, TensorId>> concat_pieces(const Graph& g, TensorId t, int dim) {
+  const Node& p = g.node(g.tensor(t).producer);
+  if (p.op != OpCode::concat || p.attrs.dim != dim) return std::nullopt;
+  return std::pair{g.operands(p)[0], g.operands(p)[1]};
+}
+
+// The pieces of the matmul `n`'s operands, when it splits.
+std::optional<std::array<TensorId, 4>> split_pieces(const Graph& g, const Node& n) {
+  if (n.op != OpCode::matmul) return std::nullopt;
+  const TensorId a = g.operands(n)[0], b = g.operands(n)[1];
+  const int ra = g.type(a).rank, rb = g.type(b).rank;
+  const auto l = concat_pieces(g, a, ra - 1), r = concat_pieces(g, b, rb - 2);
+  if (!l || !r || g.type(l->first).dim(ra - 1) != g.type(r->first).dim(rb - 2)) return std::nullopt;
+  return std::array{l->first, l->second, r->first, r->second};
+}
+
+}  // namespace
+
+std::optional<Graph> with_contracted_concats_split(const Graph& body) {
+  std::vector<int> readers(body.num_tensors(), 0), split_readers(body.num_tensors(), 0);
+  bool any = false;
+  for (const Node& n : body.nodes()) {
+    for (TensorId t : body.operands(n)) ++readers[t];
+    if (split_pieces(body, n)) {
+      any = true;
+      for (TensorId t : body.operands(n)) ++split_readers[t];
+    }
+  }
+  if (!any) return std::nullopt;
+  Graph g = Graph::make_block(body.block_params(),
+                              std::vector<TensorType>(body.operand_types().begin(), body.operand_types().end()));
+  std::vector<TensorId> at(body.num_tensors(), 0);
+  for (NodeId id = 0; id < body.nodes().size(); ++id) {
+    const Node& n = body.node(id);
+    const size_t before = g.nodes().size();
+    auto mapped = [&](std::span<const TensorId> ts) {
+      std::vector<TensorId> out;
+      for (TensorId t : ts) out.push_back(at[t]);
+      return out;
+    };
+    if (n.op == OpCode::concat && readers[body.result(n)] == split_readers[body.result(n)]) continue;  // split away
+    if (std::optional<std::array<TensorId, 4>> p = split_pieces(body, n)) {
+      const TensorId ac = g.add1(OpCode::matmul, std::array{at[(*p)[0]], at[(*p)[2]]});
+      const TensorId bd = g.add1(OpCode::matmul, std::array{at[(*p)[1]], at[(*p)[3]]});
+      at[body.result(n)] = g.add1(OpCode::add, std::array{ac, bd});
+    } else if (n.op == OpCode::iter) {
+      at[body.result(n)] = g.add_iter(n.attrs.index, n.attrs.map, n.attrs.fmap, n.attrs.mask);
+    } else {
+      const std::vector<TensorId> rs = g.add(n.op, mapped(body.operands(n)), n.attrs);
+      for (int i = 0; i < n.num_results; ++i) at[body.result(n, i)] = rs[static_cast<size_t>(i)];
+    }
+    for (size_t k = before; k < g.nodes().size(); ++k) g.set_loc(static_cast<NodeId>(k), body.loc(id));
+    for (int i = 0; i < n.num_results; ++i)
+      if (!body.name(body.result(n, i)).empty()) g.set_name(at[body.result(n, i)], body.name(body.result(n, i)));
+  }
+  return g;
+}
+
+namespace {
+
+uint64_t attrs_hash(const Attrs& a) {
+  uint64_t h = hash_mix(static_cast<uint64_t>(a.dim), static_cast<uint64_t>(a.to));
+  uint64_t bits;
+  std::memcpy(&bits, &a.s, sizeof bits);
+  h = hash_mix(h, bits);
+  std::memcpy(&bits, &a.eps, sizeof bits);
+  h = hash_mix(h, bits);
+  for (int8_t m : a.map) h = hash_mix(h, static_cast<uint64_t>(m + 2));
+  h = hash_mix(hash_mix(h, static_cast<uint64_t>(a.fmap + 2)), a.mask);
+  for (uint8_t d = 0; d < a.shape_rank; ++d) h = hash_mix(h, static_cast<uint64_t>(a.shape[d]));
+  return h;
+}
+
+// The dataflow hash of every tensor of `g` (a block graph's iterators hash as the values of their operands in
+// `operands`); commutative operands sorted.
+std::vector<uint64_t> dataflow_hashes(const Graph& g, std::span<const uint64_t> operands) {
+  std::vector<uint64_t> h(g.num_tensors(), 0);
+  for (const Node& n : g.nodes()) {
+    uint64_t v = hash_mix(0xf0, static_cast<uint64_t>(n.op));
+    if (n.op == OpCode::input) {
+      const TensorType& t = g.type(g.result(n));
+      v = hash_mix(hash_mix(v, n.attrs.index), static_cast<uint64_t>(t.dtype));
+      for (int d = 0; d < t.rank; ++d) v = hash_mix(v, static_cast<uint64_t>(t.dim(d)));
+    } else if (n.op == OpCode::iter) {
+      v = hash_mix(hash_mix(v, attrs_hash(Attrs{.map = n.attrs.map, .fmap = n.attrs.fmap, .mask = n.attrs.mask})),
+                   operands[n.attrs.index]);
+    } else if (n.op != OpCode::block) {  // a block op's operands count where its iterators read them
+      std::vector<uint64_t> in;
+      for (TensorId t : g.operands(n)) in.push_back(h[t]);
+      if (op_info(n.op).facts & kCommutative) std::sort(in.begin(), in.end());
+      for (uint64_t x : in) v = hash_mix(v, x);
+      v = hash_mix(v, attrs_hash(n.attrs));
+    }
+    if (n.op == OpCode::block) {
+      const Graph& body = g.body(n);
+      const std::optional<Graph> split = with_contracted_concats_split(body);
+      const Graph& built = split ? *split : body;
+      std::vector<uint64_t> in;
+      for (TensorId t : g.operands(n)) in.push_back(h[t]);
+      const std::vector<uint64_t> bh = dataflow_hashes(built, in);
+      const BlockParams& p = built.block_params();
+      uint64_t header = hash_mix(hash_mix(v, static_cast<uint64_t>(p.threads)), static_cast<uint64_t>(p.loop));
+      for (int64_t x : p.grid) header = hash_mix(header, static_cast<uint64_t>(x));
+      for (int i = 0; i < n.num_results; ++i) h[g.result(n, i)] = hash_mix(header, bh[built.outputs()[static_cast<size_t>(i)]]);
+      continue;
+    }
+    for (int i = 0; i < n.num_results; ++i) h[g.result(n, i)] = hash_mix(v, static_cast<uint64_t>(i));
+  }
+  return h;
+}
+
+}  // namespace
+
+uint64_t built_form_hash(const Graph& g) {
+  const std::vector<uint64_t> h = dataflow_hashes(g, {});
+  uint64_t v = 0xb17;
+  for (TensorId t : g.outputs()) v = hash_mix(v, h[t]);
+  return v;
 }
 
 }  // namespace morgana::ir

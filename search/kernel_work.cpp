@@ -450,10 +450,14 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
 namespace {
 
 Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bool rows_allowed) {
-  // Priced as the lowering holds it: batch elements of one row each as the rows of one product (ir::unit_row_fold).
-  const std::optional<ir::UnitRowFold> row_fold = ir::unit_row_fold(g.body(n));
-  const Graph folded = row_fold ? ir::with_rows_folded(g.body(n), *row_fold) : Graph(ir::kBlockLevel);
-  const Graph& body = row_fold ? folded : g.body(n);
+  // Priced as the lowering holds it: concats that only products over their dim read split into the pieces' products
+  // (ir::with_contracted_concats_split), batch elements of one row each as the rows of one product
+  // (ir::unit_row_fold).
+  const std::optional<Graph> split = ir::with_contracted_concats_split(g.body(n));
+  const Graph& built = split ? *split : g.body(n);
+  const std::optional<ir::UnitRowFold> row_fold = ir::unit_row_fold(built);
+  const Graph folded = row_fold ? ir::with_rows_folded(built, *row_fold) : Graph(ir::kBlockLevel);
+  const Graph& body = row_fold ? folded : built;
   const ir::BlockParams& p = body.block_params();
   Work w;
   KernelCost& k = w.k;

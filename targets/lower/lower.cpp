@@ -6,6 +6,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "ir/block_rules.h"
 #include "ir/printer.h"
 #include "ir/verify.h"
 #include "targets/lower/passes.h"
@@ -85,7 +86,9 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
   for (ir::NodeId id = 0; id < g.nodes().size(); ++id) {
     const ir::Node& n = g.node(id);
     if (n.op != ir::OpCode::block) continue;
-    const ir::Graph& body = g.body(n);
+    // A concat only products over its dim read is never a tile: the sum of the pieces' products instead.
+    const std::optional<ir::Graph> split = ir::with_contracted_concats_split(g.body(n));
+    const ir::Graph& body = split ? *split : g.body(n);
     BlockSite site;
     site.body = &body;
     std::string results;

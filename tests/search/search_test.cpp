@@ -184,7 +184,9 @@ TEST(Search, SplitKvBlocksAlsoTakeTheirPartInOneIteration) {
 // LoRA's concat form, (X‖XA)·(W;B) = XW + (XA)B: one matmul over the joined K‖R axis instead of two (issue 14
 // item 6). The generator builds it in one kernel (XA computed in every block; the two-kernel form of
 // examples/mugraphs/lora_concat.mg reads X again after the kernel that made XA, which the generator's last op never
-// does), and each form it emits passes the exact check, so the cost model decides.
+// does), and each form it emits passes the exact check. The cost model prices it as the lowering builds it (the sum
+// of the pieces' products, ir::with_contracted_concats_split), so it costs what its twin among the sums of products
+// costs, and the search keeps one of the two (ir::built_form_hash).
 TEST(Search, GeneratesLorasConcatForm) {
   const ir::Graph s = spec("lora_small");
   Generator gen(s, h200(), small());
