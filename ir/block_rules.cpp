@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 
 namespace morgana::ir {
 
@@ -207,68 +206,6 @@ std::optional<Graph> with_contracted_concats_split(const Graph& body) {
       if (!body.name(body.result(n, i)).empty()) g.set_name(at[body.result(n, i)], body.name(body.result(n, i)));
   }
   return g;
-}
-
-namespace {
-
-uint64_t attrs_hash(const Attrs& a) {
-  uint64_t h = hash_mix(static_cast<uint64_t>(a.dim), static_cast<uint64_t>(a.to));
-  uint64_t bits;
-  std::memcpy(&bits, &a.s, sizeof bits);
-  h = hash_mix(h, bits);
-  std::memcpy(&bits, &a.eps, sizeof bits);
-  h = hash_mix(h, bits);
-  for (int8_t m : a.map) h = hash_mix(h, static_cast<uint64_t>(m + 2));
-  h = hash_mix(hash_mix(h, static_cast<uint64_t>(a.fmap + 2)), a.mask);
-  for (uint8_t d = 0; d < a.shape_rank; ++d) h = hash_mix(h, static_cast<uint64_t>(a.shape[d]));
-  return h;
-}
-
-// The dataflow hash of every tensor of `g` (a block graph's iterators hash as the values of their operands in
-// `operands`); commutative operands sorted.
-std::vector<uint64_t> dataflow_hashes(const Graph& g, std::span<const uint64_t> operands) {
-  std::vector<uint64_t> h(g.num_tensors(), 0);
-  for (const Node& n : g.nodes()) {
-    uint64_t v = hash_mix(0xf0, static_cast<uint64_t>(n.op));
-    if (n.op == OpCode::input) {
-      const TensorType& t = g.type(g.result(n));
-      v = hash_mix(hash_mix(v, n.attrs.index), static_cast<uint64_t>(t.dtype));
-      for (int d = 0; d < t.rank; ++d) v = hash_mix(v, static_cast<uint64_t>(t.dim(d)));
-    } else if (n.op == OpCode::iter) {
-      v = hash_mix(hash_mix(v, attrs_hash(Attrs{.map = n.attrs.map, .fmap = n.attrs.fmap, .mask = n.attrs.mask})),
-                   operands[n.attrs.index]);
-    } else if (n.op != OpCode::block) {  // a block op's operands count where its iterators read them
-      std::vector<uint64_t> in;
-      for (TensorId t : g.operands(n)) in.push_back(h[t]);
-      if (op_info(n.op).facts & kCommutative) std::sort(in.begin(), in.end());
-      for (uint64_t x : in) v = hash_mix(v, x);
-      v = hash_mix(v, attrs_hash(n.attrs));
-    }
-    if (n.op == OpCode::block) {
-      const Graph& body = g.body(n);
-      const std::optional<Graph> split = with_contracted_concats_split(body);
-      const Graph& built = split ? *split : body;
-      std::vector<uint64_t> in;
-      for (TensorId t : g.operands(n)) in.push_back(h[t]);
-      const std::vector<uint64_t> bh = dataflow_hashes(built, in);
-      const BlockParams& p = built.block_params();
-      uint64_t header = hash_mix(hash_mix(v, static_cast<uint64_t>(p.threads)), static_cast<uint64_t>(p.loop));
-      for (int64_t x : p.grid) header = hash_mix(header, static_cast<uint64_t>(x));
-      for (int i = 0; i < n.num_results; ++i) h[g.result(n, i)] = hash_mix(header, bh[built.outputs()[static_cast<size_t>(i)]]);
-      continue;
-    }
-    for (int i = 0; i < n.num_results; ++i) h[g.result(n, i)] = hash_mix(v, static_cast<uint64_t>(i));
-  }
-  return h;
-}
-
-}  // namespace
-
-uint64_t built_form_hash(const Graph& g) {
-  const std::vector<uint64_t> h = dataflow_hashes(g, {});
-  uint64_t v = 0xb17;
-  for (TensorId t : g.outputs()) v = hash_mix(v, h[t]);
-  return v;
 }
 
 }  // namespace morgana::ir

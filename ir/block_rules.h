@@ -62,12 +62,7 @@ Graph with_rows_folded(const Graph& body, const UnitRowFold& fold);
 // (X‖XA)·(W;B)). The lowering builds a block graph so, and the cost model prices it so: a concat that only feeds
 // such products is never copied into a tile of its own (as a tile it costs a copy through shared memory, a
 // type of its own when its pieces' types differ, and reads without the layouts matrix instructions want: 13.5 us
-// on the H100 against 3.9 for the sum of products, examples/lora.mg). nullopt when `body` has no such matmul.
+// on the H100 against 3.6 split so, examples/lora.mg). nullopt when `body` has no such matmul.
 std::optional<Graph> with_contracted_concats_split(const Graph& body);
-
-// A hash of what the lowering builds from kernel graph `g`: its block graphs with their contracted concats split,
-// hashed as dataflow (the order of independent ops, a commutative op's operand order and a block op's operand order
-// do not count). Two μGraphs with one form build one program: the search keeps one of them.
-uint64_t built_form_hash(const Graph& g);
 
 }  // namespace morgana::ir

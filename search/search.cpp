@@ -9,7 +9,6 @@
 #include <thread>
 #include <unordered_set>
 
-#include "ir/block_rules.h"
 #include "ir/diagnostic.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -245,18 +244,6 @@ SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, c
   std::sort(all.begin(), all.end(), cheaper);
   all.erase(std::unique(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) { return a.hash == b.hash; }),
             all.end());
-  // One μGraph per program the lowering builds (ir::built_form_hash: a concat form and its sum of products are one
-  // kernel); the first in (cost, hash) order stays.
-  {
-    std::unordered_set<uint64_t> forms;
-    size_t kept = 0;
-    for (size_t i = 0; i < all.size(); ++i) {
-      if (!forms.insert(ir::built_form_hash(all[i].graph)).second) continue;
-      if (kept != i) all[kept] = std::move(all[i]);
-      ++kept;
-    }
-    all.resize(kept);
-  }
 
   // Verification in cost order (docs/search.md, "Verification"): every kept candidate passes the cheap exact
   // check and the float check; the best one also passes the full exact check (if it fails, the next candidate

@@ -1084,8 +1084,7 @@ TEST(Lower, BatchElementsOfOneRowBecomeTheRowsOfASharedProduct) {
 
 
 // LoRA's concat form (X‖XA)·(W;B) is built as the sum of the pieces' products: no concat tile, two products and
-// their sum (as a tile the concat costs a copy and an f32 tile of mixed pieces: 13.5 us on the H100 against 3.9).
-// Its built form is the sum of products the search also generates, written in another order: one program.
+// their sum (as a tile the concat costs a copy and an f32 tile of mixed pieces: 13.5 us on the H100 against 3.6).
 TEST(Lower, ContractedConcatsAreTheSumOfTheirPiecesProducts) {
   targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
   ir::Module m = ir::parse_file("tests/verify/catalogue/true/29_lora_concat_in_block.mg");
@@ -1104,26 +1103,6 @@ TEST(Lower, ContractedConcatsAreTheSumOfTheirPiecesProducts) {
   EXPECT_EQ(adds, 1);
   const std::string text = lower::print(lower::lower(cand, h100, kWithMma));
   EXPECT_EQ(text.find("= concat("), std::string::npos) << text;
-  const ir::Graph sum = ir::parse_module(R"(kernel twin(X: f16[16,32], W: f16[32,64], A: f16[32,8], B: f16[8,64]) {
-  Y = block(W, X, B, A) grid=[2,4,1] threads=128 loop=1 {
-    w = iter(W, imap=[-,1,-])
-    x = iter(X, imap=[0,-,-])
-    b = iter(B, imap=[-,1,-])
-    a = iter(A, imap=[-,-,-])
-    xw = matmul(x, w)
-    xa = matmul(x, a)
-    xab = matmul(xa, b)
-    y = add(xw, xab)
-    s = acc_sum(y)
-    save(s, omap=[0,1,-])
-  }
-  return Y
-}
-)").programs.at(0);
-  EXPECT_EQ(ir::built_form_hash(cand), ir::built_form_hash(sum)) << "another op order, operand order, block operand order";
-  ir::Graph other = ir::parse_module(ir::print(sum).replace(ir::print(sum).find("grid=[2,4,1]"), 12, "grid=[4,4,1]"))
-                        .programs.at(0);
-  EXPECT_NE(ir::built_form_hash(cand), ir::built_form_hash(other)) << "another grid";
   // The crossed orders (wrong/35) pair stretches of unequal length: nothing splits, the concat stays a tile.
   ir::Module w = ir::parse_file("tests/verify/catalogue/wrong/35_concat_stretches_crossed.mg");
   const ir::Graph& crossed = w.programs.at(1);

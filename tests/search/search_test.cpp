@@ -186,7 +186,7 @@ TEST(Search, SplitKvBlocksAlsoTakeTheirPartInOneIteration) {
 // examples/mugraphs/lora_concat.mg reads X again after the kernel that made XA, which the generator's last op never
 // does), and each form it emits passes the exact check. The cost model prices it as the lowering builds it (the sum
 // of the pieces' products, ir::with_contracted_concats_split), so it costs what its twin among the sums of products
-// costs, and the search keeps one of the two (ir::built_form_hash).
+// costs (its statements come in another order: 3.62 us on the H100 against the twin's 3.94, which --measure sees).
 TEST(Search, GeneratesLorasConcatForm) {
   const ir::Graph s = spec("lora_small");
   Generator gen(s, h200(), small());
