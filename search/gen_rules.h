@@ -1,8 +1,8 @@
 // The generator's pruning rules (docs/search.md, "Pruning"), each a function of the partial-result state
 // (search/gen_state.h) that can be read and tested on its own. A rule returns the name it is counted under in
-// the search report (one of `prune::`), or nullptr when it keeps the prefix; search/generator.cpp applies them
-// in the order the docs list and counts what they drop. Rules that ask the spec's e-graph take its answers as
-// arguments, so none of them needs the oracle itself.
+// the search report (one of `prune::`), or nullptr when it keeps the prefix; the walk (search/generator.cpp,
+// search/gen_block.cpp) applies them in the order the docs list and counts what they drop. Rules that ask the
+// spec's e-graph take its answers as arguments, so none of them needs the oracle itself.
 #pragma once
 
 #include <optional>

@@ -1,7 +1,7 @@
 // The shape of the generator's space (docs/search.md, "Generator" and "Sizes"): the skeletons a block op may
 // take over some kernel tensors, the grid sizes and loop counts each may be instantiated at, the task list, and
 // how a block graph found at one size is rebuilt at another. No pruning by terms here: that is the walk's
-// (search/generator.cpp) with the rules of search/gen_rules.h.
+// (search/generator.cpp, search/gen_block.cpp) with the rules of search/gen_rules.h.
 #pragma once
 
 #include <functional>

@@ -1,7 +1,8 @@
 // The generator's partial-result state (docs/search.md, "Generator"): what it knows of every value of a prefix
 // while it builds a μGraph, at the kernel level (KTensor) and inside one block graph (BTensor, Block), and the
 // shapes of the space it walks (Skeleton, Header, Task). Plain data with the few questions asked of it; the
-// rules that read it are in search/gen_rules.h, the walk in search/generator.cpp.
+// rules that read it are in search/gen_rules.h, the walk in search/generator.cpp (kernel level) and
+// search/gen_block.cpp (block level).
 #pragma once
 
 #include <algorithm>
