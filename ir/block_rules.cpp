@@ -181,15 +181,15 @@ std::optional<Graph> with_contracted_concats_split(const Graph& body) {
   if (!any) return std::nullopt;
   Graph g = Graph::make_block(body.block_params(),
                               std::vector<TensorType>(body.operand_types().begin(), body.operand_types().end()));
-  std::vector<TensorId> at(body.num_tensors(), 0);
+  std::vector<TensorId> at(body.num_tensors(), 0);  // body's tensors in g
+  auto mapped = [&](std::span<const TensorId> ts) {
+    std::vector<TensorId> out;
+    for (TensorId t : ts) out.push_back(at[t]);
+    return out;
+  };
   for (NodeId id = 0; id < body.nodes().size(); ++id) {
     const Node& n = body.node(id);
     const size_t before = g.nodes().size();
-    auto mapped = [&](std::span<const TensorId> ts) {
-      std::vector<TensorId> out;
-      for (TensorId t : ts) out.push_back(at[t]);
-      return out;
-    };
     if (n.op == OpCode::concat && readers[body.result(n)] == split_readers[body.result(n)]) continue;  // split away
     if (std::optional<std::array<TensorId, 4>> p = split_pieces(body, n)) {
       const TensorId ac = g.add1(OpCode::matmul, std::array{at[(*p)[0]], at[(*p)[2]]});

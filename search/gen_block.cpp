@@ -105,14 +105,7 @@ bool BlockGraphs::block_try(Block& b, OpCode op, std::initializer_list<TensorId>
     return t_.drop(prune::scalar);
   if (!t_.shift_ok(op, x.shift, x.expr, y ? y->shift : false, x.shifted)) return false;
   Label reduced;
-  std::optional<Labels> labels;
-  if (op == OpCode::concat) {
-    const size_t d = static_cast<size_t>(a.dim);
-    if (std::optional<Label> joint = sh.joints.of(x.labels.dims[d], y->labels.dims[d]))
-      labels = concat_labels(x.labels, y->labels, a.dim, *joint);
-  } else {
-    labels = infer_labels(op, a, &x.labels, y ? &y->labels : nullptr, &reduced);
-  }
+  const std::optional<Labels> labels = block_labels(op, a, &x.labels, y ? &y->labels : nullptr, sh.joints, &reduced);
   if (!labels || !spec_reduces(reduced, sh.reduced_axes)) return t_.drop(prune::axes);
   if (Pruned r = joint_rule(op, sh.joints.any_joint(x.labels), y && sh.joints.any_joint(y->labels),
                               sh.joints.is_joint(reduced)))

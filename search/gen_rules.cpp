@@ -29,13 +29,21 @@ bool spec_reduces(const Label& l, const std::vector<uint16_t>& reduced_axes) {
   return std::find(reduced_axes.begin(), reduced_axes.end(), l.axis) != reduced_axes.end();
 }
 
-std::optional<Labels> concat_labels(const Labels& a, const Labels& b, int dim, const Label& joint) {
+std::optional<Labels> concat_labels(const Labels& a, const Labels& b, int dim, const JoinedAxes& joints) {
   if (a.rank != b.rank || dim < 0 || dim >= a.rank) return std::nullopt;
+  const std::optional<Label> joint = joints.of(a.dims[static_cast<size_t>(dim)], b.dims[static_cast<size_t>(dim)]);
+  if (!joint) return std::nullopt;
   for (int d = 0; d < a.rank; ++d)
     if (d != dim && !(a.dims[static_cast<size_t>(d)] == b.dims[static_cast<size_t>(d)])) return std::nullopt;
   Labels l = a;
-  l.dims[static_cast<size_t>(dim)] = joint;
+  l.dims[static_cast<size_t>(dim)] = *joint;
   return l;
+}
+
+std::optional<Labels> block_labels(OpCode op, const ir::Attrs& attrs, const Labels* a, const Labels* b,
+                                   const JoinedAxes& joints, Label* reduced) {
+  if (op == OpCode::concat) return concat_labels(*a, *b, attrs.dim, joints);
+  return infer_labels(op, attrs, a, b, reduced);
 }
 
 Pruned joint_rule(OpCode op, bool x_joint, bool y_joint, bool reduced_joint) {

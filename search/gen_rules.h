@@ -82,9 +82,13 @@ Pruned shift_rule(OpCode op, bool a_shift, bool b_shift, bool a_shifted, bool sa
 bool spec_reduces(const Label& l, const std::vector<uint16_t>& reduced_axes);
 
 // ---- concat: joined axes ----
-// The labels of concat(a, b) along `dim`: the operands agree on every other dim, and `dim` takes the joined
-// axis `joint` (Generator::Shared::joint_of); nullopt when they disagree.
-std::optional<Labels> concat_labels(const Labels& a, const Labels& b, int dim, const Label& joint);
+// The labels of concat(a, b) along `dim`: the operands agree on every other dim, and `dim` takes the axis that
+// `joints` joins their axes there into; nullopt when they disagree or those axes do not join.
+std::optional<Labels> concat_labels(const Labels& a, const Labels& b, int dim, const JoinedAxes& joints);
+// The labels of a block op's result from its operands' (b null for a unary op): a concat's by concat_labels, any
+// other op's by infer_labels (search/axes.h), which also gives the axis it reduces (`reduced`, may be null).
+std::optional<Labels> block_labels(OpCode op, const ir::Attrs& attrs, const Labels* a, const Labels* b,
+                                   const JoinedAxes& joints, Label* reduced);
 // A concat exists to be contracted: a value with a joined axis (`x_joint`, `y_joint`: an operand has one) is
 // read only by a matmul over that axis (`reduced_joint`), and is never accumulated or saved.
 Pruned joint_rule(OpCode op, bool x_joint, bool y_joint, bool reduced_joint);

@@ -182,13 +182,7 @@ Labels tile_labels(const Graph& bg, TensorId t, const Skeleton& sk, const std::v
   Labels a = tile_labels(bg, ops[0], sk, kt, joints);
   Labels b;
   if (ops.size() > 1) b = tile_labels(bg, ops[1], sk, kt, joints);
-  std::optional<Labels> l;
-  if (n.op == OpCode::concat) {
-    const size_t d = static_cast<size_t>(n.attrs.dim);
-    if (std::optional<Label> joint = joints.of(a.dims[d], b.dims[d])) l = concat_labels(a, b, n.attrs.dim, *joint);
-  } else {
-    l = infer_labels(n.op, n.attrs, &a, ops.size() > 1 ? &b : nullptr, nullptr);
-  }
+  const std::optional<Labels> l = block_labels(n.op, n.attrs, &a, ops.size() > 1 ? &b : nullptr, joints, nullptr);
   MG_CHECK(l.has_value(), "generator: labels of a built block graph do not agree");
   return *l;
 }

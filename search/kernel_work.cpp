@@ -450,7 +450,7 @@ Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
 namespace {
 
 Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bool rows_allowed) {
-  // Priced as the lowering holds it: concats that only products over their dim read split into the pieces' products
+  // Priced as the lowering holds it: concats read only by products over their dim split into the pieces' products
   // (ir::with_contracted_concats_split), batch elements of one row each as the rows of one product
   // (ir::unit_row_fold).
   const std::optional<Graph> split = ir::with_contracted_concats_split(g.body(n));

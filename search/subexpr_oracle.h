@@ -15,7 +15,6 @@
 
 namespace morgana::search {
 
-
 struct OracleLimits {
   int max_iterations = 40;    // rounds of "apply every rule to every e-node, then restore congruence"
   size_t max_nodes = 150000;  // e-nodes; the round in which this is passed is the last

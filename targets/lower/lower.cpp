@@ -86,7 +86,7 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
   for (ir::NodeId id = 0; id < g.nodes().size(); ++id) {
     const ir::Node& n = g.node(id);
     if (n.op != ir::OpCode::block) continue;
-    // A concat only products over its dim read is never a tile: the sum of the pieces' products instead.
+    // A concat read only by products over its dim is never a tile: the sum of the pieces' products instead.
     const std::optional<ir::Graph> split = ir::with_contracted_concats_split(g.body(n));
     const ir::Graph& body = split ? *split : g.body(n);
     BlockSite site;

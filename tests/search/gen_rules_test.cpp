@@ -76,20 +76,24 @@ TEST(GenRules, OnlyAxesTheSpecReducesAreReduced) {
 TEST(GenRules, AConcatJoinsTwoAxesAndIsOnlyContracted) {
   constexpr uint16_t kRank = 4, kJoined = 5;  // LoRA: the rank axis, and K‖R
   const Label joint = axis(kJoined);
-  std::optional<Labels> xxa = concat_labels(labels({axis(kRows), axis(kHead)}), labels({axis(kRows), axis(kRank)}),
-                                            1, joint);
+  JoinedAxes joined;
+  joined.list.push_back({kHead, kRank, kJoined});
+  const Labels x = labels({axis(kRows), axis(kHead)}), xa = labels({axis(kRows), axis(kRank)});
+  const std::optional<Labels> xxa = concat_labels(x, xa, 1, joined);
   ASSERT_TRUE(xxa.has_value());
   EXPECT_EQ(*xxa, labels({axis(kRows), joint}));
-  EXPECT_FALSE(concat_labels(labels({axis(kRows), axis(kHead)}), labels({axis(kKeys), axis(kRank)}), 1, joint))
-      << "the rows disagree";
-  EXPECT_FALSE(concat_labels(labels({axis(kRows), axis(kHead)}), labels({axis(kRank)}), 0, joint)) << "ranks differ";
+  EXPECT_EQ(block_labels(OpCode::concat, ir::Attrs{.dim = 1}, &x, &xa, joined, nullptr), xxa) << "the same rule";
+  EXPECT_FALSE(concat_labels(xa, x, 1, joined)) << "each order is a joint of its own: (R, K) is not joined here";
+  EXPECT_FALSE(concat_labels(x, labels({axis(kKeys), axis(kRank)}), 1, joined)) << "the rows disagree";
+  EXPECT_FALSE(concat_labels(x, labels({axis(kRank)}), 0, joined)) << "ranks differ";
+  Label reduced;
+  EXPECT_EQ(block_labels(OpCode::matmul, ir::Attrs{}, &x, &xa, joined, &reduced), std::nullopt)
+      << "any other op by infer_labels: the head dim against the rows";
   EXPECT_EQ(joint_rule(OpCode::matmul, false, false, false), nullptr);
   EXPECT_EQ(joint_rule(OpCode::matmul, true, true, true), nullptr) << "(X‖XA)·(W;B) over K‖R";
   EXPECT_STREQ(joint_rule(OpCode::matmul, true, false, false), prune::concat) << "over another axis";
   EXPECT_STREQ(joint_rule(OpCode::exp, true, false, false), prune::concat);
   EXPECT_STREQ(joint_rule(OpCode::add, false, true, false), prune::concat);
-  JoinedAxes joined;
-  joined.list.push_back({kHead, kRank, kJoined});
   EXPECT_EQ(joined.of(axis(kHead), axis(kRank)), joint);
   EXPECT_FALSE(joined.of(axis(kRank), axis(kHead))) << "each order is a joint of its own";
   EXPECT_TRUE(joined.any_joint(*xxa));
