@@ -208,4 +208,83 @@ std::optional<Graph> with_contracted_concats_split(const Graph& body) {
   return g;
 }
 
+OperandView view_of(const Graph& g, TensorId t, std::span<const InputAlias> aliases) {
+  const Node& producer = g.node(g.tensor(t).producer);
+  if (producer.op == OpCode::input && producer.attrs.index < aliases.size()) {
+    const InputAlias& a = aliases[producer.attrs.index];
+    return {g.inputs()[a.input], a.transposed};
+  }
+  if (producer.op == OpCode::transpose) {
+    OperandView v = view_of(g, g.operands(producer)[0], aliases);
+    v.transposed = !v.transposed;
+    return v;
+  }
+  return {t, false};
+}
+
+std::vector<OperandView> operand_views(const Graph& kernel_graph, const Node& block,
+                                       std::span<const InputAlias> aliases) {
+  std::vector<OperandView> views;
+  for (TensorId t : kernel_graph.operands(block)) views.push_back(view_of(kernel_graph, t, aliases));
+  return views;
+}
+
+namespace {
+
+// Dim d of a view's tensor as the other view numbers it: the last two swapped where exactly one is transposed.
+int8_t across_views(int8_t d, int rank, bool swap) {
+  if (!swap || d == kPhi) return d;
+  if (d == rank - 1) return static_cast<int8_t>(rank - 2);
+  if (d == rank - 2) return static_cast<int8_t>(rank - 1);
+  return d;
+}
+
+}  // namespace
+
+bool transposed_layout(std::span<const int64_t> shape, std::span<const int64_t> strides) {
+  const size_t r = shape.size();
+  return r >= 2 && strides.size() == r && strides[r - 1] != 1 && strides[r - 2] == 1 && shape[r - 1] > 1;
+}
+
+bool read_only_as_matmul_b(const Graph& body, TensorId t) {
+  bool read = false;
+  for (const Node& n : body.nodes()) {
+    const auto ops = body.operands(n);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i] != t) continue;
+      if (n.op != OpCode::matmul || i != 1 || ops[0] == t) return false;
+      read = true;
+    }
+  }
+  return read;
+}
+
+std::vector<int> equal_iters(const Graph& body, std::span<const OperandView> views) {
+  std::vector<int> same(body.nodes().size(), -1);
+  for (NodeId j = 0; j < body.nodes().size(); ++j) {
+    const Node& y = body.node(j);
+    if (y.op != OpCode::iter) continue;
+    const OperandView& vy = views[y.attrs.index];
+    const TensorType& ty = body.type(body.result(y));
+    for (NodeId i = 0; i < j && same[j] < 0; ++i) {
+      const Node& x = body.node(i);
+      if (x.op != OpCode::iter || same[i] >= 0) continue;
+      const OperandView& vx = views[x.attrs.index];
+      const TensorType& tx = body.type(body.result(x));
+      if (vx.tensor != vy.tensor || tx.dtype != ty.dtype || tx.rank != ty.rank || x.attrs.mask != y.attrs.mask)
+        continue;
+      const bool swap = vx.transposed != vy.transposed;
+      const int r = tx.rank;
+      if (swap && (r < 2 || !read_only_as_matmul_b(body, body.result(vx.transposed ? x : y)))) continue;
+      bool equal = across_views(x.attrs.fmap, r, swap) == y.attrs.fmap;
+      for (int gd = 0; gd < kGridDims; ++gd)
+        equal = equal && across_views(x.attrs.map[static_cast<size_t>(gd)], r, swap) == y.attrs.map[static_cast<size_t>(gd)];
+      for (int d = 0; d < r; ++d)
+        equal = equal && tx.dim(d) == ty.dim(across_views(static_cast<int8_t>(d), r, swap));
+      if (equal) same[j] = static_cast<int>(i);
+    }
+  }
+  return same;
+}
+
 }  // namespace morgana::ir

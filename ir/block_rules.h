@@ -65,4 +65,37 @@ Graph with_rows_folded(const Graph& body, const UnitRowFold& fold);
 // on the H100 against 3.6 split so, examples/lora.mg). nullopt when `body` has no such matmul.
 std::optional<Graph> with_contracted_concats_split(const Graph& body);
 
+// Whether a tensor of `shape` and `strides` is a transposed view: its last dim strided, the one before it contiguous.
+bool transposed_layout(std::span<const int64_t> shape, std::span<const int64_t> strides);
+// Whether value t of `body` is read, and only as matmuls' B (never as the same matmul's A too). A tile of a transposed
+// view read so is loaded as the memory holds it, rows of N along K (the lowering's pass 3c), and priced so.
+bool read_only_as_matmul_b(const Graph& body, TensorId t);
+
+// Loads of equal elements. A block op's operands may be views of one kernel-level tensor: the same tensor twice, or a
+// tensor and its transpose (multi-head latent attention reads its cache C as Cᵀ for the scores and as C for P·C).
+// OperandView is where operand i comes from: the tensor it reads through at most one transpose.
+struct OperandView {
+  TensorId tensor = 0;
+  bool transposed = false;
+  bool operator==(const OperandView&) const = default;
+};
+// Inputs of a kernel graph that view another input's memory: the search sees each transpose of a spec input as an
+// input of its own (search/input_views.h), and tells the cost model so. Per input position, the position of the
+// input whose memory it reads (itself if none) and whether through a transpose; empty: every input its own.
+struct InputAlias {
+  uint32_t input = 0;
+  bool transposed = false;
+};
+using InputAliases = std::vector<InputAlias>;
+// The memory kernel-level tensor t reads (through an input's alias, then a transpose).
+OperandView view_of(const Graph& kernel_graph, TensorId t, std::span<const InputAlias> aliases = {});
+std::vector<OperandView> operand_views(const Graph& kernel_graph, const Node& block,
+                                       std::span<const InputAlias> aliases = {});
+// Per node of `body`: for an iterator that reads the same elements as an earlier iterator of the block, that one's
+// node id; -1 otherwise. Two iterators read the same elements when their operands view one tensor, their maps agree
+// and their tiles are equal, up to the last two dims' swap where one view is transposed; a transposed one must be
+// read only as matmuls' B (the lowering then loads it as the memory holds it, pass 3c, and the two loads are equal,
+// pass 3e, which merges them). The lowering loads such a tile once; the cost model counts it once.
+std::vector<int> equal_iters(const Graph& body, std::span<const OperandView> views);
+
 }  // namespace morgana::ir

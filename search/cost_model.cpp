@@ -225,26 +225,36 @@ std::string Cost::str() const {
   return s;
 }
 
-Cost estimate(const ir::Graph& mugraph, const targets::Target& t) {
+Cost estimate(const ir::Graph& mugraph, const targets::Target& t, std::span<const ir::InputAlias> aliases) {
   MG_CHECK(!mugraph.is_block(), "the cost model takes a kernel graph");
   Cost c;
   c.target = t.identity.name;
   for (const ir::Node& n : mugraph.nodes()) {
     if (!ir::launches_kernel(mugraph, n)) continue;
-    c.kernels.push_back(estimate_kernel(mugraph, n, t));
+    c.kernels.push_back(estimate_kernel(mugraph, n, t, aliases));
     c.total_us += c.kernels.back().time_us;
   }
   return c;
 }
 
-KernelCost estimate_kernel(const ir::Graph& mugraph, const ir::Node& n, const targets::Target& t) {
-  detail::Work w = ir::op_info(n.op).kind == ir::OpKind::Block ? detail::block_work(mugraph, n, t)
+KernelCost estimate_kernel(const ir::Graph& mugraph, const ir::Node& n, const targets::Target& t,
+                           std::span<const ir::InputAlias> aliases) {
+  detail::Work w = ir::op_info(n.op).kind == ir::OpKind::Block ? detail::block_work(mugraph, n, t, aliases)
                                                                 : detail::predefined_work(mugraph, n, t);
   return time_kernel(std::move(w), t);
 }
 
-uint64_t kernel_context_hash(const ir::Graph& mugraph, std::span<const ir::TensorId> operands) {
+uint64_t kernel_context_hash(const ir::Graph& mugraph, std::span<const ir::TensorId> operands,
+                             std::span<const ir::InputAlias> aliases) {
   uint64_t h = 0;
+  std::vector<ir::OperandView> views;
+  for (ir::TensorId o : operands) views.push_back(ir::view_of(mugraph, o, aliases));
+  for (size_t i = 0; i < operands.size(); ++i) {
+    // Which earlier operand reads the same memory, if any, and whether transposed against it.
+    size_t first = 0;
+    while (views[first].tensor != views[i].tensor) ++first;
+    h = ir::hash_mix(h, (static_cast<uint64_t>(first) << 1) | (views[first].transposed != views[i].transposed));
+  }
   for (ir::TensorId o : operands) {
     const ir::TensorType& type = mugraph.type(o);
     h = ir::hash_mix(h, static_cast<uint64_t>(type.dtype));

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/block_rules.h"
 #include "ir/graph.h"
 #include "targets/target.h"
 
@@ -69,15 +70,19 @@ struct Cost {
   std::string str() const;
 };
 
-// Estimates `mugraph` (a kernel graph) on `t`.
-Cost estimate(const ir::Graph& mugraph, const targets::Target& t);
+// Estimates `mugraph` (a kernel graph) on `t`. `aliases`: which of its inputs view another's memory (the search's
+// transposed inputs, ir::InputAliases); a block reading one memory twice loads it once (ir::equal_iters).
+Cost estimate(const ir::Graph& mugraph, const targets::Target& t, std::span<const ir::InputAlias> aliases = {});
 
 // The cost of one kernel op `n` of `mugraph` where it stands: what estimate() adds up for it.
-KernelCost estimate_kernel(const ir::Graph& mugraph, const ir::Node& n, const targets::Target& t);
+KernelCost estimate_kernel(const ir::Graph& mugraph, const ir::Node& n, const targets::Target& t,
+                           std::span<const ir::InputAlias> aliases = {});
 
 // All a kernel's cost reads of the graph around it (besides its own body and attributes): each of its operands'
-// type and the op that produced it (a spec input streams differently from a previous kernel's result). A memo of
-// kernel costs keyed by the body, the attributes and this hash of the kernel's operands is exact.
-uint64_t kernel_context_hash(const ir::Graph& mugraph, std::span<const ir::TensorId> operands);
+// type, the op that produced it (a spec input streams differently from a previous kernel's result) and which
+// operands view one memory (ir::operand_views). A memo of kernel costs keyed by the body, the attributes and this
+// hash of the kernel's operands is exact.
+uint64_t kernel_context_hash(const ir::Graph& mugraph, std::span<const ir::TensorId> operands,
+                             std::span<const ir::InputAlias> aliases = {});
 
 }  // namespace morgana::search

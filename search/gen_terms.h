@@ -22,6 +22,7 @@ struct Generator::Shared {
   ir::Graph spec;
   targets::Target target;
   SearchOptions options;
+  ir::InputAliases aliases;  // which spec inputs view another's memory: the cost model's business
   SpecAxes axes;
   ir::ExprArena arena;  // the spec's terms; the oracle's arena
   std::unique_ptr<SubexprOracle> oracle;

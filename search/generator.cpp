@@ -156,7 +156,7 @@ class Explorer {
     Candidate c;
     c.hash = g.hash();
     c.structure = structure_hash(g);
-    Cost cost = estimate(g, sh_.target);
+    Cost cost = estimate(g, sh_.target, sh_.aliases);
     if (!cost.feasible()) {
       t_.drop(prune::infeasible);
       return true;
@@ -272,7 +272,7 @@ class Explorer {
                                                  const std::vector<ir::BlockParams>& sizes) {
     std::vector<ir::TensorType> types;
     for (TensorId t : sk.operands) types.push_back(kg_.type(t));
-    uint64_t key = ir::hash_mix(body.hash(), kernel_context_hash(kg_, sk.operands));
+    uint64_t key = ir::hash_mix(body.hash(), kernel_context_hash(kg_, sk.operands, sh_.aliases));
     for (const ir::BlockParams& p : sizes) {
       for (int64_t g : p.grid) key = ir::hash_mix(key, static_cast<uint64_t>(g));
       key = ir::hash_mix(ir::hash_mix(key, static_cast<uint64_t>(p.threads)), static_cast<uint64_t>(p.loop));
@@ -288,7 +288,7 @@ class Explorer {
       } catch (const UserError&) {
         continue;
       }
-      KernelCost c = estimate_kernel(kg_, kg_.node(static_cast<ir::NodeId>(before)), sh_.target);
+      KernelCost c = estimate_kernel(kg_, kg_.node(static_cast<ir::NodeId>(before)), sh_.target, sh_.aliases);
       kg_.truncate(before);
       if (c.infeasible.empty()) timed.push_back({c.time_us, i});
     }
@@ -337,7 +337,7 @@ class Explorer {
       t_.drop(prune::canonical);
       return;
     }
-    detail::Work w = detail::block_work(kg_, node, sh_.target);
+    detail::Work w = detail::block_work(kg_, node, sh_.target, sh_.aliases);
     if (w.k.smem_bytes > targets::block_smem_limit(sh_.target)) {
       kg_.truncate(before);
       t_.drop(prune::smem);
@@ -367,7 +367,7 @@ class Explorer {
     for (TensorId o : sk.operands) ++kt_[o].uses;
     // Branch and bound: kernels only add time, so a prefix that already costs more than every candidate this
     // task keeps cannot place one (the bound is the task's own, so the result does not depend on threads).
-    if (bound_ && *bound_ < INFINITY && estimate(kg_, sh_.target).total_us > *bound_) {
+    if (bound_ && *bound_ < INFINITY && estimate(kg_, sh_.target, sh_.aliases).total_us > *bound_) {
       t_.drop(prune::cost);
     } else {
       kernel_step(ops_done + 1, r);
@@ -462,12 +462,14 @@ void joined_axes(Generator::Shared& sh) {
 
 }  // namespace
 
-Generator::Generator(const Graph& spec, const targets::Target& target, const SearchOptions& options)
+Generator::Generator(const Graph& spec, const targets::Target& target, const SearchOptions& options,
+                     ir::InputAliases aliases)
     : shared_(std::make_unique<Shared>()) {
   Shared& sh = *shared_;
   sh.spec = spec;
   sh.target = target;
   sh.options = options;
+  sh.aliases = std::move(aliases);
   if (spec.outputs().empty()) throw UserError("the spec returns nothing");
   for (const ir::Node& n : spec.nodes())
     if (n.op == OpCode::block) throw UserError("the spec already has block ops; give the search a plain kernel graph");

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/block_rules.h"
 #include "ir/graph.h"
 #include "search/search.h"
 #include "targets/target.h"
@@ -43,7 +44,9 @@ struct GenStats {
 class Generator {
  public:
   // Throws UserError when the spec has no outputs or ops outside what the generator handles.
-  Generator(const ir::Graph& spec, const targets::Target& target, const SearchOptions& options);
+  // `aliases`: which of the spec's inputs view another's memory (ir::InputAliases), for the cost model.
+  Generator(const ir::Graph& spec, const targets::Target& target, const SearchOptions& options,
+            ir::InputAliases aliases = {});
   ~Generator();
   Generator(const Generator&) = delete;
   Generator& operator=(const Generator&) = delete;

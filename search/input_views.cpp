@@ -1,5 +1,7 @@
 #include "search/input_views.h"
 
+#include <algorithm>
+
 #include "search/inliner.h"
 
 namespace morgana::search {
@@ -25,11 +27,15 @@ std::optional<InputViews> view_inputs(const ir::Graph& spec) {
       for (ir::TensorId o : spec.operands(n)) read[o] = 1;
   for (ir::TensorId t : spec.inputs())
     if (read[t]) {
+      v.aliases.push_back({static_cast<uint32_t>(v.kept.size()), false});
       v.kept.push_back(t);
       in.bind(t, v.spec.add_input(spec.type(t), spec.name(t)));
     }
   for (ir::NodeId id : v.transposes) {
     const ir::TensorId t = spec.result(spec.node(id));
+    const auto source = std::find(v.kept.begin(), v.kept.end(), spec.operands(spec.node(id))[0]);
+    v.aliases.push_back(source != v.kept.end() ? ir::InputAlias{static_cast<uint32_t>(source - v.kept.begin()), true}
+                                               : ir::InputAlias{static_cast<uint32_t>(v.aliases.size()), false});
     in.bind(t, v.spec.add_input(spec.type(t), spec.name(t)));
   }
   for (const ir::Node& n : spec.nodes())

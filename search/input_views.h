@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "ir/block_rules.h"
 #include "ir/graph.h"
 
 namespace morgana::search {
@@ -16,6 +17,9 @@ struct InputViews {
   ir::Graph spec;                      // the inputs read other than through a transpose, then one per transpose
   std::vector<ir::TensorId> kept;      // those inputs of the original spec, in order
   std::vector<ir::NodeId> transposes;  // the transposes of inputs (nodes of the original spec), in order
+  // Per input of `spec`: a view of a kept input is that input's memory, transposed (the cost model loads a tile of
+  // it once where a block reads both, ir::equal_iters); every other input is its own.
+  ir::InputAliases aliases;
 };
 
 // None when no op of `spec` transposes one of its inputs.

@@ -87,6 +87,27 @@ bool whole_async_rows(const TensorType& tile, const TensorType& whole) {
          (whole.dim(whole.rank - 1) * es) % targets::kAsyncCopyBytes == 0;
 }
 
+// An iterator's tile and operand as the lowering loads them: a transposed view read only as matmuls' B is loaded as
+// the memory holds it (its pass 3c), runs along the dim before the last; priced with both types' last two dims
+// swapped back, and the for-loop's dim with them.
+struct LoadedAs {
+  TensorType tile, whole;
+  int fmap = kPhi;
+};
+LoadedAs loaded_as(const Graph& body, const Node& iter, ir::TensorId tile) {
+  LoadedAs as{body.type(tile), body.operand_types()[iter.attrs.index], iter.attrs.fmap};
+  const int r = as.whole.rank;
+  if (!ir::transposed_layout(as.whole.shape(), {as.whole.strides.data(), as.whole.rank}) ||
+      !ir::read_only_as_matmul_b(body, tile))
+    return as;
+  for (TensorType* t : {&as.tile, &as.whole}) {
+    std::swap(t->dims[static_cast<size_t>(r - 1)], t->dims[static_cast<size_t>(r - 2)]);
+    std::swap(t->strides[static_cast<size_t>(r - 1)], t->strides[static_cast<size_t>(r - 2)]);
+  }
+  if (as.fmap == r - 1 || as.fmap == r - 2) as.fmap = 2 * r - 3 - as.fmap;
+  return as;
+}
+
 int64_t padded_n(const targets::MatrixInstr& mi, int64_t n) {
   if (n <= mi.n) return mi.n;
   return pad_to(n, mi.n_step > 0 ? mi.n_step : mi.n);  // a range instruction (wgmma) steps in n_step
@@ -429,7 +450,8 @@ int64_t row_register_peak(const Graph& body, const std::vector<char>& in_rows, i
   return peak;
 }
 
-Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bool rows_allowed);
+Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, std::span<const ir::InputAlias> aliases,
+                     bool rows_allowed);
 
 }  // namespace
 
@@ -438,18 +460,19 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bo
 // drops tiles from registers until they fit (priced as if it dropped them all; H100: qknorm_b8 with two 16-row tasks
 // a warp kept its score and probability tiles in shared memory and ran 135 us, where the model that held them in
 // registers had it at 61 against 69 for the one-task form, which runs 34).
-Work block_work(const Graph& g, const Node& n, const targets::Target& t) {
-  Work w = block_work_rows(g, n, t, true);
+Work block_work(const Graph& g, const Node& n, const targets::Target& t, std::span<const ir::InputAlias> aliases) {
+  Work w = block_work_rows(g, n, t, aliases, true);
   // Each row tile alone is within a third of the registers already (held_in_rows): only their sum is judged here.
   const int64_t peak = w.row_register_peak;
   if (peak > 0 && !targets::register_tiles_fit(t, peak, std::min(peak, t.registers.max_regs_per_thread / 3)))
-    return block_work_rows(g, n, t, false);
+    return block_work_rows(g, n, t, aliases, false);
   return w;
 }
 
 namespace {
 
-Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bool rows_allowed) {
+Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, std::span<const ir::InputAlias> aliases,
+                     bool rows_allowed) {
   // Priced as the lowering holds it: concats read only by products over their dim split into the pieces' products
   // (ir::with_contracted_concats_split), batch elements of one row each as the rows of one product
   // (ir::unit_row_fold).
@@ -470,9 +493,13 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bo
   // The tensors the block op's tiles replicate over grid dims share the L2 while their re-reads come: a re-read is
   // served by L2 only when all of them fit together (gated_mlp's W1 and W2, 32 MiB each, do not fit a 50 MiB L2
   // together, though each alone would).
+  // An iterator reading the elements an earlier one reads (ir::equal_iters: the cache of multi-head latent attention
+  // as Cᵀ and as C) shares its tile: it costs nothing of its own.
+  const std::vector<int> same_as = ir::equal_iters(body, ir::operand_views(g, n, aliases));
   double replicated_bytes = 0;
   for (const Node& nd : body.nodes()) {
-    if (ir::op_info(nd.op).kind != OpKind::Iter) continue;
+    if (ir::op_info(nd.op).kind != OpKind::Iter || same_as[static_cast<size_t>(&nd - body.nodes().data())] >= 0)
+      continue;
     bool replicated = false;
     for (int gd = 0; gd < ir::kGridDims; ++gd)
       replicated = replicated || (nd.attrs.map[static_cast<size_t>(gd)] == kPhi && p.grid[static_cast<size_t>(gd)] > 1);
@@ -523,14 +550,19 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, bo
       continue;
     }
     const ir::TensorId r = body.result(nd);
+    if (const int same = same_as[static_cast<size_t>(&nd - body.nodes().data())]; same >= 0) {
+      depth[r] = depth[body.result(body.node(static_cast<ir::NodeId>(same)))];
+      continue;
+    }
     if (kind == OpKind::Iter) {
-      const TensorType& whole = body.operand_types()[nd.attrs.index];
-      const TensorType& tile = body.type(r);
+      const LoadedAs as = loaded_as(body, nd, r);
+      const TensorType& whole = as.whole;
+      const TensorType& tile = as.tile;
       const double loads = static_cast<double>(nd.attrs.fmap != kPhi ? p.loop : 1);
       double per_block = bytes_of(tile) * loads;
       // A pipelined loop (whole 16-byte rows, two or more buffers) walking the tensor's last dim has at least two
       // iterations' adjacent runs in flight.
-      const int64_t adjacent = nd.attrs.fmap == whole.rank - 1 && p.loop > 1 && whole_async_rows(tile, whole) ? 2 : 1;
+      const int64_t adjacent = as.fmap == whole.rank - 1 && p.loop > 1 && whole_async_rows(tile, whole) ? 2 : 1;
       double total = moved_bytes(tile, whole, t, adjacent) * loads * blocks;
       int64_t replicas = 1;
       for (int gd = 0; gd < ir::kGridDims; ++gd)

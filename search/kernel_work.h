@@ -22,7 +22,8 @@ struct Work {
   int64_t row_register_peak = 0;  // registers a thread holds of row tiles at the busiest statement (block ops)
 };
 
-Work block_work(const ir::Graph& g, const ir::Node& n, const targets::Target& t);
+Work block_work(const ir::Graph& g, const ir::Node& n, const targets::Target& t,
+                std::span<const ir::InputAlias> aliases = {});
 Work predefined_work(const ir::Graph& g, const ir::Node& n, const targets::Target& t);
 
 // One application of `op`: tensor-core FLOPs (padded to the chosen instruction's shape) and the seconds they

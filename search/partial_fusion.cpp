@@ -14,6 +14,26 @@ namespace {
 
 bool is_compute(ir::OpCode op) { return op != ir::OpCode::input && op != ir::OpCode::output; }
 
+// The aliases of a window's inputs: a spec input viewing another spec input's memory keeps that alias where the other
+// is an input of the window too.
+ir::InputAliases window_aliases(const ir::Graph& spec, const ir::InputAliases& aliases, const WindowInterface& io) {
+  ir::InputAliases w;
+  if (aliases.empty()) return w;
+  auto spec_input = [&](ir::TensorId t) -> std::optional<uint32_t> {
+    const ir::Node& producer = spec.node(spec.tensor(t).producer);
+    if (producer.op != ir::OpCode::input) return std::nullopt;
+    return producer.attrs.index;
+  };
+  for (size_t i = 0; i < io.inputs.size(); ++i) {
+    ir::InputAlias a{static_cast<uint32_t>(i), false};
+    if (const std::optional<uint32_t> p = spec_input(io.inputs[i]); p && *p < aliases.size())
+      for (size_t j = 0; j < io.inputs.size(); ++j)
+        if (spec_input(io.inputs[j]) == aliases[*p].input) a = {static_cast<uint32_t>(j), aliases[*p].transposed};
+    w.push_back(a);
+  }
+  return w;
+}
+
 }  // namespace
 
 std::vector<ir::NodeId> compute_ops(const ir::Graph& g) {
@@ -70,24 +90,27 @@ std::vector<ir::TensorId> inline_program(ir::Graph& into, const ir::Graph& from,
 }
 
 std::optional<PartialFusion> partial_fusion(const ir::Graph& spec, const targets::Target& target, size_t max_window,
-                                            double time_limit_s, const WindowSearch& search_window) {
+                                            double time_limit_s, const WindowSearch& search_window,
+                                            const ir::InputAliases& aliases) {
   const std::vector<ir::NodeId> ops = compute_ops(spec);
   const size_t n = ops.size();
   if (n < 2) return std::nullopt;
   max_window = std::min(max_window, n - 1);
-  // Every window [first, last) of at most max_window ops, searched once, in order.
+  // Every window [first, last) of at most max_window ops, searched once, narrowest first: a window of one or two ops
+  // is searched in milliseconds to seconds, and what the narrow ones leave goes to the wide ones, whose enumerations
+  // are the longest (multi-head latent attention's core, four ops, takes seconds where the time allows it).
   std::map<std::pair<size_t, size_t>, std::optional<ir::Graph>> best;
   size_t windows = 0;
   for (size_t first = 0; first < n; ++first) windows += std::min(max_window, n - first);
-  // Each window gets an equal share of the time left, so what a quick window (one op, searched in milliseconds) leaves
-  // goes to the windows after it.
+  // Each window gets an equal share of the time left, so what a quick window leaves goes to the windows after it.
   const auto start = std::chrono::steady_clock::now();
   size_t searched = 0;
-  for (size_t first = 0; first < n; ++first)
-    for (size_t last = first + 1; last <= std::min(n, first + max_window); ++last) {
+  for (size_t width = 1; width <= max_window; ++width)
+    for (size_t first = 0; first + width <= n; ++first) {
       const double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const double each_s = std::max(0.0, time_limit_s - used) / static_cast<double>(windows - searched++);
-      best[{first, last}] = search_window(window_spec(spec, ops, first, last), each_s);
+      const ir::InputAliases w = window_aliases(spec, aliases, window_interface(spec, ops, first, first + width));
+      best[{first, first + width}] = search_window(window_spec(spec, ops, first, first + width), w, each_s);
     }
   // The cheapest cover: cost[i] of ops [0, i), a window ending at i taken after the cover of its start.
   std::vector<double> cost(n + 1, INFINITY);
@@ -97,7 +120,7 @@ std::optional<PartialFusion> partial_fusion(const ir::Graph& spec, const targets
     for (size_t first = last >= max_window ? last - max_window : 0; first < last; ++first) {
       const std::optional<ir::Graph>& g = best[{first, last}];
       if (!g || !std::isfinite(cost[first])) continue;
-      const Cost c = estimate(*g, target);
+      const Cost c = estimate(*g, target, window_aliases(spec, aliases, window_interface(spec, ops, first, last)));
       if (c.feasible() && cost[first] + c.total_us < cost[last]) {
         cost[last] = cost[first] + c.total_us;
         from[last] = first;
@@ -131,7 +154,7 @@ std::optional<PartialFusion> partial_fusion(const ir::Graph& spec, const targets
   for (ir::TensorId o : spec.outputs()) p.graph.add_output(at[o]);
   for (size_t o = 0; o < spec.outputs().size(); ++o)
     if (!spec.name(spec.outputs()[o]).empty()) p.graph.set_name(p.graph.outputs()[o], spec.name(spec.outputs()[o]));
-  const Cost total = estimate(p.graph, target);
+  const Cost total = estimate(p.graph, target, aliases);
   if (!total.feasible()) return std::nullopt;
   p.cost_us = total.total_us;
   p.summary = "partial fusion of the spec's " + std::to_string(n) + " ops, windows searched apart: " + p.summary;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/block_rules.h"
 #include "ir/graph.h"
 #include "targets/target.h"
 
@@ -39,13 +40,18 @@ struct PartialFusion {
   std::string summary; // which windows were fused into how many kernels, for the report
 };
 
-// A window search: the best verified μGraph of `window` within `time_limit_s`, or none.
-using WindowSearch = std::function<std::optional<ir::Graph>(const ir::Graph& window, double time_limit_s)>;
+// A window search: the best verified μGraph of `window` (whose inputs alias as `aliases` says) within
+// `time_limit_s`, or none.
+using WindowSearch = std::function<std::optional<ir::Graph>(const ir::Graph& window, const ir::InputAliases& aliases,
+                                                            double time_limit_s)>;
 
 // The cheapest cover of the spec's ops by windows of at most `max_window` ops (fewer than the spec has), each window
 // searched once with `search_window`, each with an equal share of what is left of `time_limit_s`; none when the spec has fewer than two ops or
 // some stretch of ops has no window with an answer.
+// `aliases`: which of the spec's inputs view another's memory (ir::InputAliases); each window's inputs alias alike
+// where both ends of an alias are its inputs.
 std::optional<PartialFusion> partial_fusion(const ir::Graph& spec, const targets::Target& target, size_t max_window,
-                                            double time_limit_s, const WindowSearch& search_window);
+                                            double time_limit_s, const WindowSearch& search_window,
+                                            const ir::InputAliases& aliases = {});
 
 }  // namespace morgana::search

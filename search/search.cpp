@@ -84,20 +84,23 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // The widest window of the partial-fusion fallback, in spec ops: a window search is a search of its own, and the
 // windows of n ops number about n times this.
-constexpr size_t kPartialFusionWindow = 3;
-// The least share of the time limit the partial-fusion fallback gets (taken from verification's when the enumeration
-// used all of its own: multi-head latent attention on the 2-core machine).
-constexpr double kPartialFusionShare = 0.2;
+constexpr size_t kPartialFusionWindow = 4;
+// The partial-fusion fallback searches windows until this share of the time limit has passed. It runs only when no
+// fused candidate costs less than the spec as written, and what costs more is never verified, so the checks after it
+// are the stitch's alone (each window's best passed its own already): a few seconds (multi-head latent attention on
+// the 2-core machine: 2 s of 30).
+constexpr double kPartialFusionEnd = 0.85;
 
-// The search; `partial` allows the partial-fusion fallback (off in its own window searches).
+// The search; `partial` allows the partial-fusion fallback (off in its own window searches); `aliases`: which of the
+// spec's inputs view another's memory (a transposed input searched as an input of its own), for the cost model.
 SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, const SearchOptions& options,
-                         const ProgressFn& on_progress, bool partial) {
+                         const ProgressFn& on_progress, bool partial, const ir::InputAliases& aliases) {
   auto t0 = std::chrono::steady_clock::now();
   if (options.shard.count < 1 || options.shard.index < 0 || options.shard.index >= options.shard.count)
     throw UserError("--shard: index must be in 0..count-1");
   // Transposes of inputs are searched as inputs of their own (input_views.h), and put back in every answer.
   if (std::optional<InputViews> views = view_inputs(spec)) {
-    SearchResult viewed = search_impl(views->spec, target, options, on_progress, partial);
+    SearchResult viewed = search_impl(views->spec, target, options, on_progress, partial, views->aliases);
     viewed.spec = ir::print(spec);
     for (RankedCandidate& c : viewed.top) {
       const ir::Graph g = restore_views(ir::parse_module(c.mugraph).programs[0], spec, *views);
@@ -162,7 +165,7 @@ SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, c
     SearchOptions pass = options;
     pass.max_kernel_ops = kernel_ops;
     pass.max_block_ops = block_ops;
-    auto gen = std::make_unique<Generator>(spec, target, pass);
+    auto gen = std::make_unique<Generator>(spec, target, pass, aliases);
     std::vector<size_t> tasks;
     for (size_t t = 0; t < gen->num_tasks(); ++t)
       if (static_cast<int>(t % static_cast<size_t>(options.shard.count)) == options.shard.index) tasks.push_back(t);
@@ -200,31 +203,29 @@ SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, c
 
   // No complete fused candidate cheaper than the spec as written (a spec the generator cannot fuse within its limits,
   // or only into forms that lose): the best partial fusion, the spec's ops in windows searched apart and stitched
-  // (docs/search.md, "Partial fusion"), in the enumeration's time that is left. Unsharded only: each shard would
-  // search the windows again.
+  // (docs/search.md, "Partial fusion"), until kPartialFusionEnd of the limit. Unsharded only: each shard would search
+  // the windows again.
   uint64_t partial_hash = 0;
   std::string partial_summary;
-  // What the enumeration left of its share, and at least kPartialFusionShare of the limit (from the verification's
-  // share) when it used it all.
-  const double partial_time_s =
-      std::max(options.time_limit_s * kEnumerationShare - seconds_since(t0), options.time_limit_s * kPartialFusionShare);
-  const Cost as_written = estimate(spec, target);
+  const double partial_time_s = options.time_limit_s * kPartialFusionEnd - seconds_since(t0);
+  const Cost as_written = estimate(spec, target, aliases);
   const bool fused_beats_spec = std::any_of(all.begin(), all.end(), [&](const Candidate& c) {
     return !as_written.feasible() || c.cost_us < as_written.total_us;
   });
   if (partial && !fused_beats_spec && options.shard.count == 1 && partial_time_s > 0) {
     SearchOptions window_options = options;
     window_options.top = 1;
-    auto search_window = [&](const ir::Graph& window, double limit_s) -> std::optional<ir::Graph> {
+    auto search_window = [&](const ir::Graph& window, const ir::InputAliases& window_aliases,
+                             double limit_s) -> std::optional<ir::Graph> {
       window_options.time_limit_s = limit_s;
-      SearchResult r = search_impl(window, target, window_options, {}, false);
+      SearchResult r = search_impl(window, target, window_options, {}, false, window_aliases);
       // A window cut short makes the answer depend on timing, like the enumeration's own limit.
       result.stats.timed_out = result.stats.timed_out || r.stats.timed_out;
       if (!r.found()) return std::nullopt;
       return std::move(ir::parse_module(r.top[0].mugraph).programs[0]);
     };
     std::optional<PartialFusion> p =
-        partial_fusion(spec, target, kPartialFusionWindow, partial_time_s, search_window);
+        partial_fusion(spec, target, kPartialFusionWindow, partial_time_s, search_window, aliases);
     // Every window back as its ops as written is the spec itself, which is a candidate below.
     if (p && p->graph.hash() != spec.hash()) {
       partial_hash = p->graph.hash();
@@ -244,6 +245,11 @@ SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, c
   std::sort(all.begin(), all.end(), cheaper);
   all.erase(std::unique(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) { return a.hash == b.hash; }),
             all.end());
+  // What costs more than the spec as written can never be the answer (the spec is a candidate): not verified, not
+  // listed (multi-head latent attention's two-kernel forms, 12x the spec, took a third of its checks' time).
+  if (as_written.feasible())
+    all.erase(std::remove_if(all.begin(), all.end(), [&](const Candidate& c) { return c.cost_us > as_written.total_us; }),
+              all.end());
 
   // Verification in cost order (docs/search.md, "Verification"): every kept candidate passes the cheap exact
   // check and the float check; the best one also passes the full exact check (if it fails, the next candidate
@@ -269,7 +275,7 @@ SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, c
     r.mugraph = ir::print(named);
     r.hash = c.hash;
     r.cost_us = c.cost_us;
-    r.cost = estimate(named, target).str();
+    r.cost = estimate(named, target, aliases).str();
     r.verification = std::move(verification);
     return r;
   };
@@ -349,7 +355,7 @@ SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, c
 
 SearchResult search(const ir::Graph& spec, const targets::Target& target, const SearchOptions& options,
                     const ProgressFn& on_progress) {
-  return search_impl(spec, target, options, on_progress, true);
+  return search_impl(spec, target, options, on_progress, true, {});
 }
 
 }  // namespace morgana::search

@@ -111,6 +111,7 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
     Kernel k = lower_block(site);
     load_transposed_operands(k, p);
     fold_unit_rows(k, p, body);
+    merge_equal_loads(k, p);
     fuse_elementwise(k);
     k.block[0] = targets::block_threads(target, body);
     pipeline_loads(k, p, target);

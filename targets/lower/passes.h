@@ -36,6 +36,9 @@ void load_transposed_operands(Kernel& k, LoweredProgram& p);
 // one row per batch element and whose matmuls share B across the batch, those tiles have their batch dim and row
 // dim swapped, and their loads and stores address views with the same dims swapped (added to `p` as needed).
 void fold_unit_rows(Kernel& k, LoweredProgram& p, const ir::Graph& body);
+// Pass 3e (equal_loads.cpp): loads of one section that fill tiles of one type and shape from the same elements are
+// one load; the later tile's readers read the earlier one (multi-head latent attention's cache, read as Cᵀ and as C).
+void merge_equal_loads(Kernel& k, const LoweredProgram& p);
 // Pass 3b: software pipelining of the for-loop. Where the target has asynchronous copies and the loop runs more than
 // once, every body load that can move 16 bytes per access gets a second buffer: the prologue issues iteration 0's
 // copies, each iteration first issues those of the next one into the other buffer and then waits for its own

@@ -6,24 +6,17 @@
 #include <algorithm>
 #include <utility>
 
+#include "ir/block_rules.h"
 #include "targets/lower/passes.h"
 
 namespace morgana::lower {
 
-namespace {
-
-// Whether g is a transposed view: its last dim strided, the one before it contiguous.
-bool transposed_view(const GlobalTensor& g) {
-  const size_t r = g.shape.size();
-  return r >= 2 && g.strides[r - 1] != 1 && g.strides[r - 2] == 1 && g.shape[r - 1] > 1;
-}
-
-}  // namespace
-
 void load_transposed_operands(Kernel& k, LoweredProgram& p) {
   for (auto* list : {&k.prologue, &k.body, &k.epilogue})
     for (Stmt& load : *list) {
-      if (load.kind != StmtKind::Load || !transposed_view(p.tensors[static_cast<size_t>(load.tensor)])) continue;
+      if (load.kind != StmtKind::Load) continue;
+      const GlobalTensor& g = p.tensors[static_cast<size_t>(load.tensor)];
+      if (!ir::transposed_layout(g.shape, g.strides)) continue;
       const TileUses uses = tile_uses(k, load.dst);
       const bool only_b = !uses.readers.empty() && uses.writers.size() == 1 &&
                           std::all_of(uses.readers.begin(), uses.readers.end(), [&](const Stmt* s) {

@@ -1111,3 +1111,36 @@ TEST(Lower, ContractedConcatsAreTheSumOfTheirPiecesProducts) {
 
 }  // namespace
 }  // namespace morgana::testing
+
+namespace morgana::testing {
+namespace {
+
+// The latent cache read as Cᵀ (the scores) and as C (P·C) in one block: once pass 3c loads the transposed tile as
+// the memory holds it, the two loads are equal and pass 3e keeps one; P·C reads the scores' tile. ir::equal_iters,
+// which the cost model prices by, says the same of the block graph.
+TEST(Lower, EqualLoadsOfOneSectionAreOneLoad) {
+  targets::Target h100 = targets::load_target("targets/cuda/h100.toml");
+  ir::Module m = ir::parse_file("tests/gpu/specs/transposed_latent.mg");
+  const ir::Graph& g = m.programs.at(0);
+  const std::string text = lower::print(lower::lower(g, h100, kWithMma));
+  const std::string core = text.substr(0, text.find("kernel latent_k1"));
+  EXPECT_EQ(core.find("v = load"), std::string::npos) << core;
+  EXPECT_EQ(core.find("tile v "), std::string::npos) << core;
+  EXPECT_NE(core.find("matmul(q, transpose(kt))"), std::string::npos) << core;
+  EXPECT_NE(core.find("matmul(e, kt)"), std::string::npos) << core;
+
+  const auto first_block = std::ranges::find(g.nodes(), ir::OpCode::block, &ir::Node::op);
+  ASSERT_NE(first_block, g.nodes().end());
+  const ir::Node& block = *first_block;
+  const ir::Graph& body = g.body(block);
+  const std::vector<int> same = ir::equal_iters(body, ir::operand_views(g, block));
+  std::vector<std::string> pairs;
+  for (size_t i = 0; i < same.size(); ++i)
+    if (same[i] >= 0)
+      pairs.push_back(body.name(body.result(body.node(static_cast<ir::NodeId>(i)))) + "=" +
+                      body.name(body.result(body.node(static_cast<ir::NodeId>(same[i])))));
+  EXPECT_EQ(pairs, std::vector<std::string>{"v=kt"});
+}
+
+}  // namespace
+}  // namespace morgana::testing

@@ -668,3 +668,27 @@ TEST(CostModel, RowTilesCountInTheRegisters) {
 
 }  // namespace
 }  // namespace morgana::search
+
+namespace morgana::search {
+namespace {
+
+// A block reading a latent cache as Cᵀ for the scores and as C for P·C (multi-head latent attention's split kernel)
+// loads each tile of it once (the lowering's pass 3e): the cache's bytes count once, as for a block that reads it
+// through one operand. Read through the transpose by anything but matmuls' B, the view is loaded apart (element by
+// element) and counts again.
+TEST(CostModel, ACacheReadAsItsTransposeAndAsItIsCountsOnce) {
+  std::ifstream in("tests/gpu/specs/transposed_latent.mg");
+  std::string src((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const KernelCost both = cost(src, "h100").kernels[0];
+  const double cache = 512.0 * 64 * 2, queries = 8.0 * 64 * 2;
+  EXPECT_DOUBLE_EQ(both.dram_read_bytes, cache + queries) << both.label;
+  EXPECT_DOUBLE_EQ(both.smem_fill_bytes, 32.0 * 64 * 2 * 4 + queries) << both.label;
+
+  std::string apart = src;
+  apart.replace(apart.find("s = matmul(q, kt)"), 17, "kx = exp(kt)\n    s = matmul(q, kx)");
+  const KernelCost twice = cost(apart, "h100").kernels[0];
+  EXPECT_GT(twice.dram_read_bytes, 2 * cache) << twice.label;
+}
+
+}  // namespace
+}  // namespace morgana::search
