@@ -1109,12 +1109,6 @@ TEST(Lower, ContractedConcatsAreTheSumOfTheirPiecesProducts) {
   EXPECT_FALSE(ir::with_contracted_concats_split(crossed.body(crossed.node(crossed.tensor(crossed.outputs()[0]).producer))));
 }
 
-}  // namespace
-}  // namespace morgana::testing
-
-namespace morgana::testing {
-namespace {
-
 // The latent cache read as Cᵀ (the scores) and as C (P·C) in one block: once pass 3c loads the transposed tile as
 // the memory holds it, the two loads are equal and pass 3e keeps one; P·C reads the scores' tile. ir::equal_iters,
 // which the cost model prices by, says the same of the block graph.
