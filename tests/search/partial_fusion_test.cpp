@@ -7,6 +7,7 @@
 
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "search/input_views.h"
 #include "search/partial_fusion.h"
 #include "search/search.h"
 #include "verify/equivalence.h"
@@ -79,6 +80,49 @@ TEST(PartialFusion, TheSearchAnswersWithAPartialFusionWhereNothingFusesWhole) {
   SearchResult shard = search(s, h200, o);
   ASSERT_TRUE(shard.found());
   EXPECT_EQ(shard.top[0].mugraph, ir::print(s));
+}
+
+}  // namespace
+}  // namespace morgana::search
+
+namespace morgana::search {
+namespace {
+
+// Multi-head latent attention's spec as the search sees it (its cache's transpose an input of its own, viewing C):
+// every window that reads both the view and C is told so (ir::InputAliases), so its search prices the fused core with
+// the cache loaded once; a window with the view alone is told nothing. Windows are searched narrowest first.
+TEST(PartialFusion, WindowsKnowWhichInputsViewOneMemory) {
+  const ir::Graph spec = ir::parse_module(R"(kernel latent(Q: f16[4,1,16], W: f16[4,16,32], C: f16[64,32]) {
+  Ql = matmul(Q, W)
+  Ct = transpose(C)
+  A = matmul(Ql, Ct)
+  S = softmax(A, dim=2)
+  L = matmul(S, C)
+  return L
+}
+)").programs.at(0);
+  const std::optional<InputViews> views = view_inputs(spec);
+  ASSERT_TRUE(views);
+  ASSERT_EQ(views->aliases.size(), 4u);  // Q, W, C, then Ct
+  EXPECT_EQ(views->aliases[3].input, 2u);
+  EXPECT_TRUE(views->aliases[3].transposed);
+  EXPECT_EQ(views->aliases[2].input, 2u);
+  EXPECT_FALSE(views->aliases[2].transposed);
+
+  std::vector<std::string> seen;
+  auto record = [&](const ir::Graph& window, const ir::InputAliases& aliases, double) -> std::optional<ir::Graph> {
+    std::string s = std::to_string(compute_ops(window).size()) + ":";
+    for (size_t i = 0; i < aliases.size(); ++i)
+      if (aliases[i].input != i) s += " " + window.name(window.inputs()[i]) + "=" + (aliases[i].transposed ? "T(" : "(") +
+                                      window.name(window.inputs()[aliases[i].input]) + ")";
+    seen.push_back(s);
+    return window;
+  };
+  const targets::Target h100 = targets::find_target("h100", "targets");
+  ASSERT_TRUE(partial_fusion(views->spec, h100, 4, 10.0, record, views->aliases));
+  // Ops: Ql, A (reads Ct), S, L (reads C). Widths 1..3 (fewer than the spec's 4 ops), in that order.
+  const std::vector<std::string> want = {"1:", "1:", "1:", "1:", "2:", "2:", "2:", "3:", "3: Ct=T(C)"};
+  EXPECT_EQ(seen, want);
 }
 
 }  // namespace
