@@ -87,20 +87,28 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 constexpr size_t kPartialFusionWindow = 4;
 // The partial-fusion fallback searches windows until this share of the time limit has passed. It runs only when no
 // fused candidate costs less than the spec as written, and what costs more is never verified, so the checks after it
-// are the stitch's alone (each window's best passed its own already): a few seconds (multi-head latent attention on
-// the 2-core machine: 2 s of 30).
-constexpr double kPartialFusionEnd = 0.85;
+// are the stitch's alone (each window's best passed its own already): 2 s for multi-head latent attention on the
+// 2-core machine, 6-7 s at 32 heads and 8192 tokens (bench/unseen/mla_h32_k8192.mg), which 30% of a 30 s limit
+// still holds.
+constexpr double kPartialFusionEnd = 0.7;
+// A window search keeps one candidate, so its checks are short (a second or two): its enumeration may use most of its
+// share (mla_decode's three-op window of scale, softmax and P·C needs 2.6 s of enumeration on the 2-core machine; at
+// half of its 5 s share it was cut).
+constexpr double kWindowEnumerationShare = 0.8;
 
 // The search; `partial` allows the partial-fusion fallback (off in its own window searches); `aliases`: which of the
-// spec's inputs view another's memory (a transposed input searched as an input of its own), for the cost model.
+// spec's inputs view another's memory (a transposed input searched as an input of its own), for the cost model;
+// `enumeration_share`: of the time limit, what the enumeration may use.
 SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, const SearchOptions& options,
-                         const ProgressFn& on_progress, bool partial, const ir::InputAliases& aliases) {
+                         const ProgressFn& on_progress, bool partial, const ir::InputAliases& aliases,
+                         double enumeration_share) {
   auto t0 = std::chrono::steady_clock::now();
   if (options.shard.count < 1 || options.shard.index < 0 || options.shard.index >= options.shard.count)
     throw UserError("--shard: index must be in 0..count-1");
   // Transposes of inputs are searched as inputs of their own (input_views.h), and put back in every answer.
   if (std::optional<InputViews> views = view_inputs(spec)) {
-    SearchResult viewed = search_impl(views->spec, target, options, on_progress, partial, views->aliases);
+    SearchResult viewed =
+        search_impl(views->spec, target, options, on_progress, partial, views->aliases, enumeration_share);
     viewed.spec = ir::print(spec);
     for (RankedCandidate& c : viewed.top) {
       const ir::Graph g = restore_views(ir::parse_module(c.mugraph).programs[0], spec, *views);
@@ -128,7 +136,7 @@ SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, c
     while (!finished) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       double el = seconds_since(t0);
-      if (el > options.time_limit_s * kEnumerationShare) stop = true;
+      if (el > options.time_limit_s * enumeration_share) stop = true;
       if (on_progress && el - last >= 0.2) {
         last = el;
         Progress p;
@@ -218,7 +226,8 @@ SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, c
     auto search_window = [&](const ir::Graph& window, const ir::InputAliases& window_aliases,
                              double limit_s) -> std::optional<ir::Graph> {
       window_options.time_limit_s = limit_s;
-      SearchResult r = search_impl(window, target, window_options, {}, false, window_aliases);
+      SearchResult r =
+          search_impl(window, target, window_options, {}, false, window_aliases, kWindowEnumerationShare);
       // A window cut short makes the answer depend on timing, like the enumeration's own limit.
       result.stats.timed_out = result.stats.timed_out || r.stats.timed_out;
       if (!r.found()) return std::nullopt;
@@ -355,7 +364,7 @@ SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, c
 
 SearchResult search(const ir::Graph& spec, const targets::Target& target, const SearchOptions& options,
                     const ProgressFn& on_progress) {
-  return search_impl(spec, target, options, on_progress, true, {});
+  return search_impl(spec, target, options, on_progress, true, {}, kEnumerationShare);
 }
 
 }  // namespace morgana::search
