@@ -99,7 +99,12 @@ std::optional<PartialFusion> partial_fusion(const ir::Graph& spec, const targets
   // Every window [first, last) of at most max_window ops, searched once, narrowest first: a window of one or two ops
   // is searched in milliseconds to seconds, and what the narrow ones leave goes to the wide ones, whose enumerations
   // are the longest (multi-head latent attention's core, four ops, takes seconds where the time allows it).
-  std::map<std::pair<size_t, size_t>, std::optional<ir::Graph>> best;
+  // Each window's best and its cost (priced with the window's aliases), or no graph.
+  struct WindowBest {
+    std::optional<ir::Graph> graph;
+    double cost_us = INFINITY;
+  };
+  std::map<std::pair<size_t, size_t>, WindowBest> best;
   size_t windows = 0;
   for (size_t first = 0; first < n; ++first) windows += std::min(max_window, n - first);
   // Each window gets an equal share of the time left, so what a quick window leaves goes to the windows after it. A
@@ -116,7 +121,12 @@ std::optional<PartialFusion> partial_fusion(const ir::Graph& spec, const targets
       const double each_s = left / static_cast<double>(windows - searched++);
       if (width > 1 && left < last_took) continue;
       const ir::InputAliases w = window_aliases(spec, aliases, window_interface(spec, ops, first, first + width));
-      best[{first, first + width}] = search_window(window_spec(spec, ops, first, first + width), w, each_s);
+      WindowBest& b = best[{first, first + width}];
+      b.graph = search_window(window_spec(spec, ops, first, first + width), w, each_s);
+      if (b.graph) {
+        const Cost c = estimate(*b.graph, target, w);
+        if (c.feasible()) b.cost_us = c.total_us;
+      }
       last_took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - used;
     }
   // The cheapest cover: cost[i] of ops [0, i), a window ending at i taken after the cover of its start.
@@ -125,11 +135,9 @@ std::optional<PartialFusion> partial_fusion(const ir::Graph& spec, const targets
   cost[0] = 0;
   for (size_t last = 1; last <= n; ++last)
     for (size_t first = last >= max_window ? last - max_window : 0; first < last; ++first) {
-      const std::optional<ir::Graph>& g = best[{first, last}];
-      if (!g || !std::isfinite(cost[first])) continue;
-      const Cost c = estimate(*g, target, window_aliases(spec, aliases, window_interface(spec, ops, first, last)));
-      if (c.feasible() && cost[first] + c.total_us < cost[last]) {
-        cost[last] = cost[first] + c.total_us;
+      const double c = best[{first, last}].cost_us;  // infinite without a feasible answer
+      if (cost[first] + c < cost[last]) {
+        cost[last] = cost[first] + c;
         from[last] = first;
       }
     }
@@ -144,7 +152,7 @@ std::optional<PartialFusion> partial_fusion(const ir::Graph& spec, const targets
   for (ir::TensorId i : spec.inputs()) at[i] = p.graph.add_input(spec.type(i), spec.name(i));
   for (auto [first, last] : cover) {
     const WindowInterface io = window_interface(spec, ops, first, last);
-    const ir::Graph& w = *best[{first, last}];
+    const ir::Graph& w = *best[{first, last}].graph;
     MG_CHECK(io.inputs.size() == w.inputs().size() && io.outputs.size() == w.outputs().size(),
              "partial_fusion: a window's best has another interface than its spec");
     std::vector<ir::TensorId> args;

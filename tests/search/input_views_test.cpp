@@ -45,6 +45,14 @@ TEST(InputViews, AnInputReadBothWaysStaysBesideItsView) {
   EXPECT_EQ(v->spec.name(v->spec.inputs()[1]), "C");
   EXPECT_EQ(v->spec.name(v->spec.inputs()[2]), "Ct");
   EXPECT_EQ(ir::print(restore_views(v->spec, s, *v)), ir::print(s));
+  // The cost model is told that Ct views C's memory, transposed; Q and C are their own.
+  ASSERT_EQ(v->aliases.size(), 3u);
+  EXPECT_EQ(v->aliases[0].input, 0u);
+  EXPECT_FALSE(v->aliases[0].transposed);
+  EXPECT_EQ(v->aliases[1].input, 1u);
+  EXPECT_FALSE(v->aliases[1].transposed);
+  EXPECT_EQ(v->aliases[2].input, 1u);
+  EXPECT_TRUE(v->aliases[2].transposed);
 }
 
 // The search fuses the product into one block graph that reads W through the view, and answers over W.

@@ -103,11 +103,7 @@ TEST(PartialFusion, WindowsKnowWhichInputsViewOneMemory) {
 )").programs.at(0);
   const std::optional<InputViews> views = view_inputs(spec);
   ASSERT_TRUE(views);
-  ASSERT_EQ(views->aliases.size(), 4u);  // Q, W, C, then Ct
-  EXPECT_EQ(views->aliases[3].input, 2u);
-  EXPECT_TRUE(views->aliases[3].transposed);
-  EXPECT_EQ(views->aliases[2].input, 2u);
-  EXPECT_FALSE(views->aliases[2].transposed);
+  ASSERT_EQ(views->aliases.size(), 4u);  // Q, W, C, then Ct (InputViews.AnInputReadBothWaysStaysBesideItsView)
 
   std::vector<std::string> seen;
   auto record = [&](const ir::Graph& window, const ir::InputAliases& aliases, double) -> std::optional<ir::Graph> {
