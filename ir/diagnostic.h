@@ -39,8 +39,9 @@ class InternalError : public std::logic_error {
   using std::logic_error::logic_error;
 };
 
-// Levenshtein distance, for "did you mean ...?" hints on misspelt names and keys.
-size_t edit_distance(std::string_view a, std::string_view b);
+// Levenshtein distance, for "did you mean ...?" hints on misspelt names and keys: the distance when it is at most
+// `limit`, else limit + 1 (hints only care about near misses, and the bound keeps the cost linear in the words).
+size_t edit_distance(std::string_view a, std::string_view b, size_t limit = 2);
 // Whether `candidate` is a plausible misspelling target for `word`: one edit for short words, two for longer ones,
 // and never a rewrite of most of the word ("W1" does not suggest "X").
 bool likely_typo(std::string_view word, std::string_view candidate);

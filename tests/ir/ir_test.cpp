@@ -1,6 +1,8 @@
 // Unit tests of ir/: dtypes, types, the op table, graph building, hashing, truncation, shape rules, verifier.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "ir/diagnostic.h"
@@ -322,3 +324,49 @@ TEST(DType, StorageBitsRoundTrip) {
 
 }  // namespace
 }  // namespace morgana::ir
+
+namespace morgana {
+namespace {
+
+// The whole Levenshtein table, to check the banded one against.
+size_t full_edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j)
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+  return d[a.size()][b.size()];
+}
+
+TEST(EditDistance, IsTheLevenshteinDistanceUpToItsLimit) {
+  uint64_t state = 7;
+  auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull, state >> 33; };
+  for (int n = 0; n < 20000; ++n) {
+    std::string a, b;
+    for (size_t i = next() % 9; i > 0; --i) a += static_cast<char>('a' + next() % 3);
+    for (size_t i = next() % 9; i > 0; --i) b += static_cast<char>('a' + next() % 3);
+    const size_t limit = next() % 4, exact = full_edit_distance(a, b);
+    EXPECT_EQ(edit_distance(a, b, limit), std::min(exact, limit + 1)) << a << " / " << b << " within " << limit;
+  }
+}
+
+// Issue 17, reproducer 5: one 50,000-character name took 5.5 s to `check` (100,000: 23 s): the hint's distance filled
+// the whole table of the name against every name in scope.
+TEST(Parser, AHintForAHugeNameCostsWhatReadingItDoes) {
+  const std::string name(100000, 'x'), other = name.substr(1) + "y";
+  const std::string spec = "kernel k(" + name + ": f16[4,4]) {\n  Y = exp(" + other + ")\n  return Y\n}\n";
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    ir::parse_module(spec, "huge.mg");
+    FAIL() << "an undefined name parsed";
+  } catch (const UserError& e) {
+    EXPECT_NE(e.render().find("huge.mg:2:11: error: '" + other.substr(0, 10)), std::string::npos)
+        << e.render().substr(0, 200);
+    EXPECT_NE(e.render().find("did you mean '" + name.substr(0, 10)), std::string::npos) << e.render().substr(0, 200);
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.5);
+}
+
+}  // namespace
+}  // namespace morgana
