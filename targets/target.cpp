@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <bit>
 #include <cctype>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <span>
@@ -55,6 +56,15 @@ const VendorRule kVendorRules[] = {
 
 enum class Need { required, optional };
 enum class Range { any, positive, non_negative, fraction };  // fraction: 0 < x <= 1
+
+// Upper bounds on every number, whatever its key: far above any GPU, far below what the cost model's and the
+// lowering's products of them (SMs x blocks x threads x bytes) could overflow. A count (SMs, threads, registers,
+// bytes of shared memory, instruction shapes, lane layout entries) stays below 2^20; a key named *_bytes (DRAM, L2)
+// below 2^48 (256 TiB); a rate, a time or a fraction is a finite number below 10^12 (issue 17: `sms = 2^63 - 1`
+// priced a kernel at 6e15 us, and NaN passed as a latency).
+constexpr int64_t kMaxCount = int64_t{1} << 20;
+constexpr int64_t kMaxBytes = int64_t{1} << 48;
+constexpr double kMaxReal = 1e12;
 
 // Where a key's value lands in its owner (Target for sections, MatrixInstr for [[matrix]] entries). The
 // field's C++ type decides the TOML type the key must have.
@@ -384,8 +394,16 @@ Layer parse_layer(const fs::path& path) {
   return layer;
 }
 
-// Parses `file` and its base chain, nearest first; detects missing bases and cycles.
-std::vector<Layer> load_chain(const fs::path& file) {
+// Whether `path` lies inside the folder `root` (both made canonical, symbolic links resolved).
+bool inside(const fs::path& path, const fs::path& root) {
+  const fs::path p = fs::weakly_canonical(path), r = fs::weakly_canonical(root);
+  auto [end, _] = std::mismatch(r.begin(), r.end(), p.begin(), p.end());
+  return end == r.end();
+}
+
+// Parses `file` and its base chain, nearest first; detects missing bases, cycles and bases outside `root` (a target
+// file names a target of the same folder, not any file of the machine: issue 17 read a `base` from an absolute path).
+std::vector<Layer> load_chain(const fs::path& file, const fs::path& root) {
   std::vector<Layer> chain;
   std::vector<fs::path> seen;  // canonical paths, to recognise a file reached twice
   fs::path path = file;
@@ -397,6 +415,10 @@ std::vector<Layer> load_chain(const fs::path& file) {
     // A bare name is a sibling file; a name with '/' is a path relative to this file's directory.
     fs::path next = path.parent_path() / base->as_string()->get();
     if (next.extension() != ".toml") next += ".toml";
+    if (!inside(next, root))
+      fail("base '" + base->as_string()->get() + "' lies outside the targets folder " + display(root) +
+               " (a base names a target file inside it)",
+           loc_of(*base));
     std::error_code ec;
     if (!fs::is_regular_file(next, ec))
       fail("base '" + base->as_string()->get() + "' not found: no file " + display(next), loc_of(*base));
@@ -465,6 +487,19 @@ void assign(Owner& owner, const KeySpec<Owner>& spec, const toml::node& node, st
           field = *node.value<F>();
           std::ostringstream got;
           got << field;
+          // One stream per message: GCC 12 at -O3 warns (-Wrestrict, falsely) on some chains of string +.
+          auto beyond = [&](const std::string& limit) {
+            std::ostringstream msg;
+            msg << where << " is " << got.str() << ", beyond any GPU (the limit is " << limit << ")";
+            fail(msg.str(), loc_of(node));
+          };
+          if constexpr (std::is_same_v<F, double>) {
+            if (!std::isfinite(field)) fail(where + " must be a finite number, got " + got.str(), loc_of(node));
+            if (std::fabs(field) >= kMaxReal) beyond("1e12");
+          } else {
+            const int64_t limit = spec.key.ends_with("_bytes") ? kMaxBytes : kMaxCount;
+            if (field >= limit || field <= -limit) beyond(std::to_string(limit));
+          }
           if (spec.range == Range::positive && !(field > 0))
             fail(where + " must be positive, got " + got.str(), loc_of(node));
           if (spec.range == Range::non_negative && field < 0)
@@ -482,6 +517,11 @@ void assign(Owner& owner, const KeySpec<Owner>& spec, const toml::node& node, st
           for (const toml::node& e : *node.as_array()) {
             field.push_back(e.as_integer()->get());
             if (field.back() < 0) fail(where + " must not hold negative numbers", loc_of(e));
+            if (field.back() >= kMaxCount) {
+              std::ostringstream msg;
+              msg << where << " holds " << field.back() << ", beyond any GPU (the limit is " << kMaxCount << ")";
+              fail(msg.str(), loc_of(e));
+            }
           }
           if (field.empty()) fail(where + " must not be empty", loc_of(node));
         } else {
@@ -755,8 +795,8 @@ bool preload_fits(const Target& t, int64_t blocks, int64_t threads, int64_t smem
          busy_blocks_per_sm(t, blocks, threads, smem) >= busy_blocks_per_sm(t, blocks, threads, smem_bytes);
 }
 
-Target load_target(const fs::path& file) {
-  std::vector<Layer> chain = load_chain(file);
+Target load_target(const fs::path& file, const fs::path& root) {
+  std::vector<Layer> chain = load_chain(file, root.empty() ? file.parent_path() : root);
   Merged m = merge(chain);
 
   Target t;
@@ -799,7 +839,7 @@ std::vector<fs::path> list_target_files(const fs::path& dir) {
 
 std::vector<Target> load_all_targets(const fs::path& dir) {
   std::vector<Target> targets;
-  for (const auto& f : list_target_files(dir)) targets.push_back(load_target(f));
+  for (const auto& f : list_target_files(dir)) targets.push_back(load_target(f, dir));
   return targets;
 }
 
@@ -821,7 +861,7 @@ Target find_target(std::string_view name, const fs::path& dir) {
     for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
     fail(msg + " (known: " + known + ")", SourceLoc{});
   }
-  return load_target(matches.front());
+  return load_target(matches.front(), dir);
 }
 
 std::string render_targets_table(const std::vector<Target>& targets) {

@@ -249,8 +249,9 @@ bool loop_loads_fit_registers(const Target& t, int64_t loop, int64_t registers, 
 bool register_tiles_fit(const Target& t, int64_t live, int64_t largest);
 
 // Loads, merges (see `base`) and validates one target file. Throws morgana::UserError with file:line:column
-// of the offending key or value; when the fault lies in a base file, the location points into that file.
-Target load_target(const std::filesystem::path& file);
+// of the offending key or value; when the fault lies in a base file, the location points into that file. Every
+// base must lie inside the folder `root` (default: the file's own folder), the folder of target files.
+Target load_target(const std::filesystem::path& file, const std::filesystem::path& root = {});
 
 // Every *.toml below `dir`, recursively, sorted by path. Throws UserError when `dir` is not a directory.
 std::vector<std::filesystem::path> list_target_files(const std::filesystem::path& dir);

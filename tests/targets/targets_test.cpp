@@ -43,9 +43,10 @@ void expect_golden(const fs::path& golden, const std::string& actual) {
 }
 
 // The diagnostic a load produces, as a user would see it; fails the test if the load succeeds.
+// The folder of target files is the source root: the fixtures under bad/ reach targets/cuda/h100.toml as their base.
 std::string load_error(const fs::path& file) {
   try {
-    load_target(file);
+    load_target(file, ".");
   } catch (const UserError& e) {
     return e.render() + "\n";
   }
@@ -292,7 +293,9 @@ TEST(Targets, InheritanceMergesKeyByKey) {
   EXPECT_FALSE(parent.matrix[1].supports_n(9));
   EXPECT_TRUE(load_target(kGood / "cleared.toml").matrix.empty());
 
-  Target grandchild = load_target(kGood / "sub" / "grandchild.toml");
+  Target grandchild = load_target(kGood / "sub" / "grandchild.toml", kGood);  // its base is in the folder above
+  // Without the folder of target files, a file's bases must be in its own folder.
+  EXPECT_THROW(load_target(kGood / "sub" / "grandchild.toml"), UserError);
   EXPECT_EQ(grandchild.bases,
             (std::vector<fs::path>{"tests/targets/good/child.toml", "tests/targets/good/parent.toml"}));
   EXPECT_EQ(grandchild.identity.name, "grandchild");
