@@ -600,6 +600,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
   // --measure times the best candidate of each form first (choose_finalists): the search keeps four times as many
   // to find them among, unless --top says how many.
   if (measure && vm["top"].defaulted()) so.top = std::max(so.top, 4 * mo.top);
+  oo.keep_cached_candidates = measure;
   mo.device = at_least("device", 0);
   mo.seed = so.seed;
   if (!vm["quiet"].as<bool>()) mo.progress = [](const std::string& line) { std::cerr << line << "\n"; };
@@ -619,7 +620,9 @@ int cmd_optimize(const std::vector<std::string>& args) {
   for (const targets::Target& t : targets) {
     Optimized o = optimize_for(m.programs[0], t, oo);
     if (!results.empty()) std::cout << "\n";
-    if (o.cached) std::cout << "(from the cache: this search ran before; --no-cache searches again)\n";
+    if (o.cached)
+      std::cout << "(from the cache: this search ran before, and what it found was checked again"
+                << (oo.keep_cached_candidates ? "" : "; only the best is shown") << "; --no-cache searches again)\n";
     std::cout << search::render_report(o.result, true) << std::flush;
     if (measure && o.result.found()) {
       Measurement mm = measure_candidates(o.result, t, mo);
@@ -644,18 +647,34 @@ int cmd_merge(const std::vector<std::string>& args) {
   opts.add_options()("files", po::value<std::vector<std::string>>()->required(),
                      "result files of `morgana optimize --shard i/n` (every shard of each target, any order)")(
       "output,o", po::value<std::string>()->required(), "file to write the best μGraph(s) to, as `optimize` does")(
-      "report", po::bool_switch(), "print each target's full report (default: one line per target)");
+      "report", po::bool_switch(), "print each target's full report (default: one line per target)")(
+      "spec", po::value<std::string>(),
+      "the spec file the shards searched (one program): every result file must hold it (without it, the spec the "
+      "files hold is taken, and the candidates are checked against that)")(
+      "targets-dir", po::value<std::string>(), "folder of target files (default: as `morgana targets`)");
   po::positional_options_description pos;
   pos.add("files", -1);
   po::variables_map vm;
   if (!parse_args(args,
-                  {"usage: morgana merge SHARD_FILES... -o BEST.mg [--report]",
+                  {"usage: morgana merge SHARD_FILES... -o BEST.mg [--spec SPEC.mg] [--report]\n"
+                   "   (every candidate in the files is checked again against the spec before it is believed)",
                    {"morgana merge lora.0.result lora.1.result -o lora_best.mg --report   # the shards of `morgana "
                     "optimize --shard i/2`"}},
                   opts, pos, vm))
     return kOk;
   check_writable(vm["output"].as<std::string>());
-  std::vector<search::SearchResult> results = merge_shard_files(vm["files"].as<std::vector<std::string>>());
+  std::optional<ir::Graph> spec;
+  if (vm.count("spec")) {
+    const std::string file = vm["spec"].as<std::string>();
+    ir::Module m = ir::parse_file(file);
+    if (m.programs.size() != 1)
+      throw UserError("--spec names a file of one program, and this one holds " + std::to_string(m.programs.size()),
+                      {file, 0, 0});
+    spec = std::move(m.programs[0]);
+    spec->set_for_targets({});  // as optimize keys and records it
+  }
+  std::vector<search::SearchResult> results =
+      merge_shard_files(vm["files"].as<std::vector<std::string>>(), targets_dir(vm), spec ? &*spec : nullptr);
   for (size_t i = 0; i < results.size(); ++i) {
     const search::SearchResult& r = results[i];
     if (vm["report"].as<bool>()) {

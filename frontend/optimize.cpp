@@ -4,6 +4,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <iostream>
 #include <map>
 
 #include "frontend/files.h"
@@ -11,6 +12,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "search/cache.h"
+#include "search/recheck.h"
 #include "search/report.h"
 #include "search/result_io.h"
 
@@ -46,7 +48,16 @@ Optimized optimize_for(const ir::Graph& spec, const targets::Target& target, con
   const std::string canonical = ir::print(plain);
   const std::string key = search::cache_key(canonical, target, options.search);
   if (options.use_cache)
-    if (std::optional<search::SearchResult> hit = search::cache_lookup(key)) return {std::move(*hit), true};
+    if (std::optional<search::SearchResult> hit = search::cache_lookup(key)) {
+      // Whoever can write the cache folder could have written this entry, checksum and all: it is checked as the
+      // search checked it before it is believed (search/recheck.h).
+      std::string problem =
+          search::recheck_result(plain, target, *hit, {.keep_others = options.keep_cached_candidates});
+      if (problem.empty()) return {std::move(*hit), true};
+      std::cerr << "morgana: warning: the cached result for " << target.identity.name
+                << " failed its re-verification and was removed (" << problem << "); searching again\n";
+      search::cache_discard(key);
+    }
 
   search::ProgressFn on_progress;
   std::chrono::steady_clock::time_point last{};
@@ -129,23 +140,59 @@ std::string targets_without_result(const std::vector<search::SearchResult>& resu
   return missing;
 }
 
-std::vector<search::SearchResult> merge_shard_files(const std::vector<std::string>& files) {
+std::vector<search::SearchResult> merge_shard_files(const std::vector<std::string>& files,
+                                                   const std::filesystem::path& targets_dir, const ir::Graph* spec) {
+  const std::string expected = spec ? ir::print(*spec) : "";
   std::vector<std::string> order;  // targets, as they first appear
   std::map<std::string, std::vector<search::SearchResult>> shards;
-  std::map<std::string, std::string> names;  // target -> its files, for the error messages
+  std::map<std::string, std::vector<std::string>> names;  // target -> its files, in the order of `shards`
   for (const std::string& f : files) {
     search::SearchResult r = search::read_result(read_text_file(f), f);
+    if (spec && r.spec != expected)
+      throw UserError("this result was searched for another spec than the one --spec gives", {f, 0, 0});
     if (!shards.count(r.target)) order.push_back(r.target);
-    names[r.target] += (names[r.target].empty() ? "" : ", ") + f;
+    names[r.target].push_back(f);
     shards[r.target].push_back(std::move(r));
   }
+  auto file_list = [&](const std::string& t) {
+    std::string list;
+    for (const std::string& f : names[t]) list += (list.empty() ? "" : ", ") + f;
+    return list;
+  };
+  auto merge = [&](const std::string& t) {
+    try {
+      return search::merge_results(shards[t]);
+    } catch (const UserError& e) {
+      throw UserError(e.message() + " (the files for " + t + ": " + file_list(t) + ")");
+    }
+  };
   std::vector<search::SearchResult> merged;
   for (const std::string& t : order) {
-    try {
-      merged.push_back(search::merge_results(shards[t]));
-    } catch (const UserError& e) {
-      throw UserError(e.message() + " (the files for " + t + ": " + names[t] + ")");
+    merge(t);  // a missing, repeated or foreign shard is refused before anything else
+    const targets::Target target = targets::find_target(t, targets_dir);
+    // Shard files come back from a cluster's job runner: nothing in them is believed (search/recheck.h). Each
+    // shard's candidates are priced here, the union cut to the best few by those prices, and the few checked as the
+    // search checks what it keeps, the best with the full exact check. The spec is the one the files hold
+    // (merge_results has made sure they hold one); --spec ties it to the user's.
+    const ir::Graph files_spec =
+        std::move(ir::parse_module(shards[t].front().spec, names[t].front() + " (its spec)").programs.at(0));
+    for (size_t i = 0; i < shards[t].size(); ++i)
+      if (std::string problem = search::reprice_result(files_spec, target, shards[t][i]); !problem.empty())
+        throw UserError("the shard's result cannot be used: " + problem +
+                            " (was the file edited or damaged? search that shard again)",
+                        {names[t][i], 0, 0});
+    search::SearchResult m = merge(t);
+    size_t failed = 0;
+    if (std::string problem = search::recheck_result(files_spec, target, m, {}, &failed); !problem.empty()) {
+      std::string file = file_list(t);  // the candidate's own file where it is known
+      for (size_t i = 0; failed && i < shards[t].size(); ++i)
+        for (const search::RankedCandidate& c : shards[t][i].top)
+          if (c.mugraph == m.top.at(failed - 1).mugraph) file = names[t][i];
+      throw UserError("the shard's result fails its re-verification: " + problem +
+                          " (was the file edited or damaged? search that shard again)",
+                      {file, 0, 0});
     }
+    merged.push_back(std::move(m));
   }
   return merged;
 }

@@ -2,6 +2,7 @@
 // cache in front of it, the shards' result files, and the file of best μGraphs that `morgana compile` takes.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -15,6 +16,9 @@ namespace morgana::frontend {
 struct OptimizeOptions {
   search::SearchOptions search;
   bool use_cache = true;  // read and write the result cache (search/cache.h)
+  // A cache hit is checked again before it is believed (search/recheck.h): the best always, the other candidates
+  // only when they are wanted (--measure compiles them), since their checks cost what the search's did.
+  bool keep_cached_candidates = false;
   // Called with the progress line (search::render_progress) at most about five times a second while a search
   // runs, and once with an empty line when it ends; from one thread at a time.
   std::function<void(const std::string&)> progress;
@@ -42,7 +46,12 @@ std::string best_mugraphs(const std::vector<search::SearchResult>& results);
 std::string targets_without_result(const std::vector<search::SearchResult>& results);
 
 // Reads shard result files (search/result_io.h), groups them by target in the order each target first
-// appears, and merges each group (search::merge_results).
-std::vector<search::SearchResult> merge_shard_files(const std::vector<std::string>& files);
+// appears, and merges each group (search::merge_results). Nothing in the files is believed: every shard's
+// candidates are checked again (search/recheck.h) and priced with the target files below `targets_dir`, and the
+// merged answer gets the full exact check. With `spec`, every file must have been searched for it. Throws UserError
+// naming the file for anything that fails.
+std::vector<search::SearchResult> merge_shard_files(const std::vector<std::string>& files,
+                                                   const std::filesystem::path& targets_dir,
+                                                   const ir::Graph* spec = nullptr);
 
 }  // namespace morgana::frontend

@@ -133,6 +133,13 @@ std::optional<SearchResult> cache_lookup(const std::string& key) {
   return std::nullopt;
 }
 
+void cache_discard(const std::string& key) {
+  std::optional<fs::path> dir = cache_dir();
+  if (!dir) return;
+  std::error_code ec;
+  fs::remove(entry_path(*dir, key), ec);
+}
+
 void cache_store(const SearchResult& result) {
   // Depends on timing: a later run with more time must search (or verify) again.
   if (result.stats.timed_out || result.stats.unverified_for_time) return;

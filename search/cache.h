@@ -36,6 +36,9 @@ std::optional<std::filesystem::path> cache_dir();
 // key or morgana version (stale) is removed, with a one-line warning on stderr.
 std::optional<SearchResult> cache_lookup(const std::string& key);
 
+// Removes the entry of `key`, if any (a hit that failed its re-verification, search/recheck.h).
+void cache_discard(const std::string& key);
+
 // Stores `result` under result.key, atomically (a temporary file in the cache folder, then a rename), so
 // readers never see half a file. A result cut short by the time limit is not stored. Failures to write are
 // warned about and otherwise ignored.
