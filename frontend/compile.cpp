@@ -1,4 +1,5 @@
 #include "frontend/compile.h"
+#include "frontend/memory_limits.h"
 
 #include <algorithm>
 #include <atomic>
@@ -40,7 +41,13 @@ bundle::Role bundle_role(lower::Role r) {
 }
 
 uint32_t launch_dim(int64_t v, const char* what) {
-  MG_CHECK(v >= 1 && v <= bundle::kMaxLaunchDim, std::string("lowering produced an invalid ") + what);
+  MG_CHECK(v >= 1, std::string("lowering produced an empty ") + what);
+  // Tensors within ir::kMaxElements can still need more blocks along one grid dimension than a launch takes: the
+  // user's shapes, not a bug.
+  if (v > bundle::kMaxLaunchDim)
+    throw UserError(std::string("a kernel needs a ") + what + " of " + std::to_string(v) +
+                    " along one dimension, more than a launch allows (" + std::to_string(bundle::kMaxLaunchDim) +
+                    "): the tensors are too large to compile");
   return static_cast<uint32_t>(v);
 }
 
@@ -227,7 +234,10 @@ bundle::Bundle compile_programs(const std::vector<ir::Graph>& programs, const Co
   std::vector<Lowered> lowered;
   for (size_t p = 0; p < programs.size(); ++p)
     for (size_t t = 0; t < options.targets.size(); ++t)
-      if (ir::serves_target(programs[p], options.targets[t].identity.name)) lowered.push_back({p, t, {}, {}});
+      if (ir::serves_target(programs[p], options.targets[t].identity.name)) {
+        check_fits_device(programs[p], options.targets[t]);  // before any lowering: a user error, named
+        lowered.push_back({p, t, {}, {}});
+      }
   std::vector<std::string> texts;  // each program's μGraph text, stored with every copy of it in the bundle
   for (const ir::Graph& g : programs) texts.push_back(ir::print(g));
   auto lower_and_emit = [&](Lowered& l, const std::set<std::string>& keep_rolled) {

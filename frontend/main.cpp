@@ -16,6 +16,7 @@
 
 #include "frontend/compile.h"
 #include "frontend/files.h"
+#include "frontend/memory_limits.h"
 #include "frontend/measure.h"
 #include "frontend/optimize.h"
 #include "frontend/report.h"
@@ -297,6 +298,7 @@ int cmd_eval(const std::vector<std::string>& args) {
     for (const ir::Graph* g : programs_for(m, file, vm["target"].as<std::string>())) picked.programs.push_back(*g);
     m = std::move(picked);
   }
+  for (const ir::Graph& g : m.programs) check_fits_host(g, sizeof(double), 1, "evaluating '" + g.name() + "'");
   auto start = std::chrono::steady_clock::now();
   std::cout << eval_report(m, eo) << std::flush;
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -347,6 +349,9 @@ int cmd_verify(const std::vector<std::string>& args) {
     checked = programs_for(cand, cand_file, vm["target"].as<std::string>());
   else
     for (const ir::Graph& g : cand.programs) checked.push_back(&g);
+  // Both programs at once, in field pairs of two 64-bit words (the float check's f64 values take less).
+  check_fits_host(ref.programs[0], 16, 2, "checking '" + ref.programs[0].name() + "'");
+  for (const ir::Graph* g : checked) check_fits_host(*g, 16, 2, "checking '" + g->name() + "'");
   // Several programs (one per target, as optimize writes them): each is checked and its verdicts say which.
   bool ok = true;
   for (const ir::Graph* g : checked) {
@@ -616,6 +621,9 @@ int cmd_optimize(const std::vector<std::string>& args) {
   }
 
   check_writable(vm["output"].as<std::string>());
+  // The search's full check of its answer holds the spec and the answer in field pairs; each target must hold them.
+  check_fits_host(m.programs[0], 16, 2, "searching '" + m.programs[0].name() + "'");
+  for (const targets::Target& t : targets) check_fits_device(m.programs[0], t);
   std::vector<search::SearchResult> results;
   for (const targets::Target& t : targets) {
     Optimized o = optimize_for(m.programs[0], t, oo);

@@ -61,6 +61,12 @@ Graph Graph::make_block(BlockParams params, std::vector<TensorType> operand_type
 std::vector<TensorId> Graph::append(OpCode op, std::span<const TensorId> operands, const Attrs& attrs,
                                     std::span<const TensorType> result_types, uint64_t extra_hash) {
   MG_CHECK(operands.size() < 65536 && result_types.size() < 65536, "too many operands or results");
+  // Kernel-level tensors hold a block's tiles, so checking them bounds every tensor (issue 17: a matmul of two
+  // addressable operands can make one that is not).
+  if (!is_block())
+    for (const TensorType& t : result_types)
+      if (std::string problem = t.addressable_problem(); !problem.empty())
+        throw UserError("the result " + t.str() + ": " + problem);
   Node n;
   n.op = op;
   n.num_operands = static_cast<uint16_t>(operands.size());

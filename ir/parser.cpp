@@ -147,6 +147,7 @@ class Parser {
       error(dt, "rank " + std::to_string(dims.size()) + " exceeds the maximum of " + std::to_string(kMaxRank));
     expect(']', "to close the shape");
     TensorType t = TensorType::make(*d, dims);
+    if (std::string problem = t.addressable_problem(); !problem.empty()) error(dt, t.str() + ": " + problem);
     if (is_punct(peek(), '{')) {
       const Token& open = next();
       for (int i = 0; i < t.rank; ++i) {

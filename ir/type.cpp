@@ -20,6 +20,20 @@ int64_t TensorType::numel() const {
   return n;
 }
 
+std::string TensorType::addressable_problem() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) {
+    const int64_t d = dims[static_cast<size_t>(i)];
+    if (d > kMaxDim)
+      return "dim " + std::to_string(i) + " is " + std::to_string(d) + ", more than morgana's limit of " +
+             std::to_string(kMaxDim);
+    // Every graph built checks its tensors (the search builds millions): a multiply with an overflow flag, no divide.
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements)
+      return "its elements number more than morgana's limit of " + std::to_string(kMaxElements) + " (2^48) per tensor";
+  }
+  return "";
+}
+
 void TensorType::set_row_major_strides() {
   int64_t s = 1;
   for (int i = rank - 1; i >= 0; --i) {

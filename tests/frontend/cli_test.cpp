@@ -647,6 +647,34 @@ TEST(Cli, EditedCacheEntriesAndShardFilesAreCheckedAgain) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 17, reproducer 4: a tensor this machine or the target cannot hold is the user's error (exit 1, the tensor,
+// the bytes and the limit named), found before anything is allocated: eval had tried to map terabytes and ended in
+// "internal error: std::bad_alloc".
+TEST(Cli, TensorsTooLargeForTheMachineOrTheTargetAreUserErrors) {
+  const std::string spec = scratch("too_large.mg");
+  std::ofstream(spec) << "kernel k(X: f16[65536,65536,65536]) {\n  Y = exp(X)\n  return Y\n}\n";
+  Result eval = run("eval " + spec);
+  EXPECT_EQ(eval.code, 1) << eval.out;
+  EXPECT_NE(eval.out.find(spec + ":1:10: error: evaluating 'k' would hold 4194304.0 GiB (its largest tensor, 'X' "
+                                 "f16[65536,65536,65536], alone 2097152.0 GiB), more than this machine's "),
+            std::string::npos)
+      << eval.out;
+  Result verify = run("verify " + spec + " " + spec);
+  EXPECT_EQ(verify.code, 1) << verify.out;
+  EXPECT_NE(verify.out.find("error: checking 'k' would hold "), std::string::npos) << verify.out;
+  Result compile = run("compile " + spec + " --target h100 -o " + scratch("too_large.mgb"));
+  EXPECT_EQ(compile.code, 1) << compile.out;
+  EXPECT_NE(compile.out.find(spec + ":1:10: error: 'k' needs 1048576.0 GiB of device memory for its tensors (the "
+                                    "largest, 'X' f16[65536,65536,65536], 524288.0 GiB), more than h100's 80.0 GiB "
+                                    "(dram_bytes in its target file)"),
+            std::string::npos)
+      << compile.out;
+  Result optimize = run("optimize " + spec + " --target h100 --no-cache -q -o " + scratch("too_large_best.mg"));
+  EXPECT_EQ(optimize.code, 1) << optimize.out;
+  EXPECT_NE(optimize.out.find("error: searching 'k' would hold "), std::string::npos) << optimize.out;
+  std::remove(spec.c_str());
+}
+
 // `optimize --measure` where the target's GPU is not there: without a driver, with a GPU of another kind, and with
 // a GPU of the right kind that cannot run what the search found (the fake driver loads no real code object). Each
 // time the cost model's choice stands, the report says why, and the file written is the unmeasured answer.
