@@ -2,6 +2,9 @@
 // and what the key covers. Runs from the source root (the target files).
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -63,6 +66,50 @@ TEST_F(Cache, MissThenStoreThenHit) {
   EXPECT_EQ(write_result(*hit), write_result(r));
   // Only the entry is left: the temporary file was renamed.
   EXPECT_EQ(std::distance(fs::directory_iterator(root_ / "morgana"), fs::directory_iterator()), 1);
+}
+
+// Two processes writing one key (two jobs of one search on a shared home folder) while a third reads it: every read
+// is a miss or one of the two whole entries, never a damaged one, and one whole entry is left.
+TEST_F(Cache, TwoProcessesWritingOneKeyLeaveOneWholeEntry) {
+  const std::string key = "0000000000000000000000000000000a";
+  SearchResult a = testing::shard_result(0, 1), b = testing::shard_result(0, 1);
+  a.key = b.key = key;
+  b.top.at(0).cost_us += 1;  // another answer, so a mix of the two would show
+  const std::string text_a = write_result(a), text_b = write_result(b);
+  std::vector<pid_t> writers;
+  for (const SearchResult* r : {&a, &b}) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      for (int i = 0; i < 200; ++i) cache_store(*r);
+      _exit(0);
+    }
+    writers.push_back(pid);
+  }
+  int reads = 0;
+  ::testing::internal::CaptureStderr();
+  for (size_t running = writers.size(); running > 0;) {
+    if (std::optional<SearchResult> hit = cache_lookup(key)) {
+      ++reads;
+      const std::string text = write_result(*hit);
+      EXPECT_TRUE(text == text_a || text == text_b);
+    }
+    for (pid_t& pid : writers) {
+      int status = 0;
+      if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid) {
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        pid = 0;
+        --running;
+      }
+    }
+  }
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << "a reader saw a damaged entry";
+  std::optional<SearchResult> last = cache_lookup(key);
+  ASSERT_TRUE(last);
+  EXPECT_TRUE(write_result(*last) == text_a || write_result(*last) == text_b);
+  // No temporary file is left behind.
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_ / "morgana"), fs::directory_iterator()), 1);
+  EXPECT_GT(reads, 0);
 }
 
 TEST_F(Cache, ATimedOutResultIsNotStored) {
