@@ -712,7 +712,9 @@ int64_t resident_blocks_per_sm(const Target& t, int64_t threads, int64_t smem_by
       regs_per_thread * occupied > t.registers.regs_per_block)
     return 0;
   const int64_t by_threads = ex.max_threads_per_sm / occupied;
-  const int64_t by_smem = t.memory.smem_per_sm / (smem_bytes + t.memory.smem_reserved_per_block);
+  // A block without shared memory on a target that reserves none is not limited by it (issue 17: this divided by 0).
+  const int64_t block_smem = smem_bytes + t.memory.smem_reserved_per_block;
+  const int64_t by_smem = block_smem > 0 ? t.memory.smem_per_sm / block_smem : ex.max_blocks_per_sm;
   const int64_t by_regs = regs_per_thread > 0 ? t.registers.regs_per_sm / (regs_per_thread * occupied) : by_threads;
   return std::min({ex.max_blocks_per_sm, by_threads, by_smem, by_regs});
 }

@@ -351,3 +351,21 @@ INSTANTIATE_TEST_SUITE_P(Bad, BadTarget, ::testing::ValuesIn(bad_files()),
 
 }  // namespace
 }  // namespace morgana::targets
+
+namespace morgana::targets {
+namespace {
+
+// Issue 17, reproducer 3: a target that reserves no shared memory per block (`smem_reserved_per_block = 0`, which
+// the schema allows) and a kernel without shared memory divided by zero (SIGFPE, exit 136, no message).
+TEST(Occupancy, ABlockWithoutSharedMemoryOnATargetThatReservesNoneIsNotLimitedByIt) {
+  Target t = load_target("targets/cuda/h100.toml");
+  t.memory.smem_reserved_per_block = 0;
+  EXPECT_EQ(resident_blocks_per_sm(t, 128, 0, 32), std::min<int64_t>(t.execution.max_blocks_per_sm,
+                                                                        t.execution.max_threads_per_sm / 128));
+  EXPECT_EQ(resident_blocks_per_sm(t, 128, 1024, 32), std::min<int64_t>({t.execution.max_blocks_per_sm,
+                                                                           t.execution.max_threads_per_sm / 128,
+                                                                           t.memory.smem_per_sm / 1024}));
+}
+
+}  // namespace
+}  // namespace morgana::targets
