@@ -518,17 +518,21 @@ TEST(Cli, MergeRefusesMissingRepeatedAndDamagedShards) {
 
 namespace {
 
+// A spec whose search takes about a second per target: the tests of the search's commands use it.
+const char* const kSmallSpec =
+    "kernel rmsnorm_linear_small(X: f16[4,256], W: f16[256,384]) {\n"
+    "  N = rms_norm(X, dim=1)\n"
+    "  Y = matmul(N, W)\n"
+    "  return Y\n"
+    "}\n";
+
 // The real search on a spec small enough for a test (about a second per target), in a cache of its own: a search,
 // the same again from the cache, and two shards merged into the same best μGraph.
 TEST(Cli, OptimizeCachesAndShardsMergeToTheSameAnswer) {
   char tmpl[] = "/tmp/morgana_cli_test_cache_XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string cache = std::string("XDG_CACHE_HOME=") + tmpl;
-  std::ofstream(std::string(tmpl) + "/spec.mg") << "kernel rmsnorm_linear_small(X: f16[4,256], W: f16[256,384]) {\n"
-                                                   "  N = rms_norm(X, dim=1)\n"
-                                                   "  Y = matmul(N, W)\n"
-                                                   "  return Y\n"
-                                                   "}\n";
+  std::ofstream(std::string(tmpl) + "/spec.mg") << kSmallSpec;
   const std::string spec = "optimize " + std::string(tmpl) + "/spec.mg --target h200 --threads 2 ";
   const std::string best = std::string(tmpl) + "/best.mg", again = std::string(tmpl) + "/again.mg",
                     merged = std::string(tmpl) + "/merged.mg";
@@ -567,11 +571,7 @@ TEST(Cli, EditedCacheEntriesAndShardFilesAreCheckedAgain) {
   char tmpl[] = "/tmp/morgana_cli_test_tamper_XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl, cache = "XDG_CACHE_HOME=" + dir;
-  std::ofstream(dir + "/spec.mg") << "kernel rmsnorm_linear_small(X: f16[4,256], W: f16[256,384]) {\n"
-                                     "  N = rms_norm(X, dim=1)\n"
-                                     "  Y = matmul(N, W)\n"
-                                     "  return Y\n"
-                                     "}\n";
+  std::ofstream(dir + "/spec.mg") << kSmallSpec;
   // The best μGraph made to compute something else at about its cost (so that it stays first when priced again):
   // the mean's 1/256 made 1/128, or the norm an exp.
   auto edit = [&](const std::string& file) {
@@ -683,11 +683,7 @@ TEST(Cli, OptimizeMeasureFallsBackToTheCostModelAndSaysWhy) {
   char tmpl[] = "/tmp/morgana_cli_test_measure_XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl, cache = "XDG_CACHE_HOME=" + dir;
-  std::ofstream(dir + "/spec.mg") << "kernel rmsnorm_linear_small(X: f16[4,256], W: f16[256,384]) {\n"
-                                     "  N = rms_norm(X, dim=1)\n"
-                                     "  Y = matmul(N, W)\n"
-                                     "  return Y\n"
-                                     "}\n";
+  std::ofstream(dir + "/spec.mg") << kSmallSpec;
   const std::string spec = "optimize " + dir + "/spec.mg --target h200 --threads 2 ";
   Result plain = run(spec + "-o " + dir + "/plain.mg", cache);
   ASSERT_EQ(plain.code, 0) << plain.out;
