@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    targets::Target t = targets::load_target(argv[2]);
+    targets::Target t = targets::load_target(argv[2], "/");  // a developer's own file: its bases anywhere
     for (const ir::Graph& g : ir::parse_file(argv[1]).programs) {
       lower::LowerOptions o;
       std::string mode = argc > 3 ? argv[3] : "";

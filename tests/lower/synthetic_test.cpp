@@ -13,8 +13,9 @@
 namespace morgana::testing {
 namespace {
 
-targets::Target wave64() { return targets::load_target("tests/lower/targets/wave64.toml"); }
-targets::Target tiny() { return targets::load_target("tests/lower/targets/tiny.toml"); }
+// The source root is their folder of target files: they inherit the shipped targets/cuda files.
+targets::Target wave64() { return targets::load_target("tests/lower/targets/wave64.toml", "."); }
+targets::Target tiny() { return targets::load_target("tests/lower/targets/tiny.toml", "."); }
 
 // Lowers and runs every program small enough for a quick CPU run that fits `t`; returns how many ran.
 int run_all(const targets::Target& t, int64_t max_elements) {
