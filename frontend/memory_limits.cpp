@@ -17,11 +17,12 @@ struct Footprint {
 };
 
 // Each tensor is within ir::kMaxElements (2^48) and there are fewer than 2^16 of them at 16 bytes or less an element,
-// so no sum here overflows 64 bits.
+// so no sum here overflows 64 bits. `bytes_per_element` of 0: each tensor in its own dtype.
 Footprint footprint(const ir::Graph& g, int64_t bytes_per_element) {
   Footprint f;
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
-    const int64_t b = g.type(t).numel() * bytes_per_element;
+    const ir::TensorType& type = g.type(t);
+    const int64_t b = type.numel() * (bytes_per_element > 0 ? bytes_per_element : ir::dtype_bytes(type.dtype));
     f.bytes += b;
     if (b > f.largest_bytes) f.largest = t, f.largest_bytes = b;
   }
@@ -57,12 +58,7 @@ void check_fits_host(const ir::Graph& g, int64_t bytes_per_element, int copies, 
 }
 
 void check_fits_device(const ir::Graph& g, const targets::Target& t) {
-  Footprint f;
-  for (ir::TensorId x = 0; x < g.num_tensors(); ++x) {
-    const int64_t b = g.type(x).numel() * ir::dtype_bytes(g.type(x).dtype);
-    f.bytes += b;
-    if (b > f.largest_bytes) f.largest = x, f.largest_bytes = b;
-  }
+  const Footprint f = footprint(g, 0);
   if (f.bytes <= t.memory.dram_bytes) return;
   throw UserError("'" + g.name() + "' needs " + gib(f.bytes) + " of device memory for its tensors (the largest, " +
                       tensor_name(g, f.largest) + ", " + gib(f.largest_bytes) + "), more than " + t.identity.name +

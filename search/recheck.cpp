@@ -80,8 +80,7 @@ std::string recheck_result(const ir::Graph& spec, const targets::Target& target,
     return problem;
   if (!options.keep_others && read.size() > 1) read.resize(1);
 
-  const verify::EquivalenceOptions cheap{result.options.trials, result.options.seed, false};
-  const verify::EquivalenceOptions full{1, result.options.seed + 1, true};  // as search.cpp checks its answer
+  const verify::EquivalenceOptions cheap = cheap_check(result.options), full = full_check(result.options);
   // The best gets the full exact check (every output element), which holds the cheap one (a sample of them) that
   // the search ran first only as a filter: on qknorm_b8 the cheap check alone is 6 s of a hit's 17. The others get
   // the cheap one. The checks are independent: a few at a time on their own threads, the longest first.
@@ -105,7 +104,7 @@ std::string recheck_result(const ir::Graph& spec, const targets::Target& target,
   for (size_t i = 0; i < read.size(); ++i) {
     Read& r = read[i];
     if (r.is_spec) {
-      r.ranked.verification = "the spec as written: its ops as predefined kernels (the reference itself)";
+      r.ranked.verification = kSpecAsWritten;
       continue;
     }
     for (const auto* v : {&cheap_verdict[i], &full_verdict[i]})

@@ -266,11 +266,7 @@ SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, c
   auto verify_start = std::chrono::steady_clock::now();
   std::vector<uint64_t> failed;
   std::unique_ptr<verify::FloatReference> float_ref;  // the spec's side of the float checks, made once
-  verify::EquivalenceOptions cheap{options.trials, options.seed, false};
-  // The full check adds exhaustive coverage of the outputs; the cheap check's trials already bound the chance
-  // that a wrong program agrees, so one fresh trial (another seed) is enough there, and it is the costliest check
-  // by far (GQA b8: 11 s a trial, its two programs on two threads).
-  verify::EquivalenceOptions full{1, options.seed + 1, true};
+  const verify::EquivalenceOptions cheap = cheap_check(options), full = full_check(options);
   auto ranked = [&](const Candidate& c, std::string verification) {
     RankedCandidate r;
     ir::Graph named = c.graph;
@@ -320,7 +316,7 @@ SearchResult search_impl(const ir::Graph& spec, const targets::Target& target, c
     bool best = result.top.empty();
     if (c.hash == spec_hash) {
       if (result.top.empty()) best_cost = c.cost_us;
-      result.top.push_back(ranked(c, "the spec as written: its ops as predefined kernels (the reference itself)"));
+      result.top.push_back(ranked(c, std::string(kSpecAsWritten)));
       continue;
     }
     if (!cheap_verdict[i] && !best && !window_fits()) {

@@ -14,10 +14,12 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/graph.h"
 #include "targets/target.h"
+#include "verify/equivalence.h"
 
 namespace morgana::search {
 
@@ -51,6 +53,18 @@ struct RankedCandidate {
   std::string verification; // what was checked, one line: "cheap 3 trials; full 3 trials; float max err ..."
   bool operator==(const RankedCandidate&) const = default;
 };
+
+// The exact checks the search gives a candidate (docs/search.md, "Verification"), and search/recheck.h gives a
+// result read back: the cheap one (a sample of the outputs, `trials` trials) for every kept candidate, the full one
+// for the answer. The full check adds exhaustive coverage of the outputs; the cheap check's trials already bound the
+// chance that a wrong program agrees, so one fresh trial (another seed) is enough there, and it is the costliest
+// check by far (GQA b8: 11 s a trial, its two programs on two threads).
+inline verify::EquivalenceOptions cheap_check(const SearchOptions& o) { return {o.trials, o.seed, false}; }
+inline verify::EquivalenceOptions full_check(const SearchOptions& o) { return {1, o.seed + 1, true}; }
+
+// The verification line of the candidate that is the spec itself: it needs no check.
+inline constexpr std::string_view kSpecAsWritten =
+    "the spec as written: its ops as predefined kernels (the reference itself)";
 
 // The share of the time limit the enumeration may use; verifying the finalists takes the rest. Verification costs
 // as much as the enumeration on the examples (2-core machine: qknorm_b8 5 s of enumeration, 23 s of checks; ntrans
