@@ -187,7 +187,9 @@ void BlockGraphs::for_each_block_op(Block& b, Rank last, bool epilogue, F&& f) {
         if (after_last(std::array<TensorId, 2>{a, c}, op, ir::Attrs{})) f(op, {a, c}, ir::Attrs{});
       }
       // A concat along a dim a matmul contracts (A's last, B's second to last) where the two axes join.
-      const Labels &la = b.bt[a].labels, &lc = b.bt[c].labels;
+      // Copies: f extends b (b.bt grows and may move) before the second dim is looked at (ASan found the dangling
+      // references in scripts/test's sanitized run).
+      const Labels la = b.bt[a].labels, lc = b.bt[c].labels;
       if (t_.sh.joints.empty() || la.rank != lc.rank || la.rank < 2) continue;
       for (int d : {la.rank - 1, la.rank - 2}) {
         if (!t_.sh.joints.of(la.dims[static_cast<size_t>(d)], lc.dims[static_cast<size_t>(d)])) continue;

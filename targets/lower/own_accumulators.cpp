@@ -13,13 +13,16 @@
 namespace morgana::lower {
 
 void own_accumulator_state(Kernel& k, const targets::Target& target) {
-  for (auto* list : {&k.prologue, &k.body, &k.epilogue})
-    for (const Stmt& s : *list) {
+  // By index: taking a change replaces k, lists and tiles included (the change keeps every statement in place).
+  for (auto list : {&Kernel::prologue, &Kernel::body, &Kernel::epilogue})
+    for (size_t i = 0; i < (k.*list).size(); ++i) {
+      const Stmt& s = (k.*list)[i];
       if (s.kind != StmtKind::Accumulate || s.op != ir::OpCode::acc_rescale_sum || s.state < 0) continue;
-      const Tile &acc = k.tiles[static_cast<size_t>(s.dst)], &state = k.tiles[static_cast<size_t>(s.state)];
+      const size_t acc_tile = static_cast<size_t>(s.dst), state_tile = static_cast<size_t>(s.state);
+      const Tile &acc = k.tiles[acc_tile], &state = k.tiles[state_tile];
       if (acc.space != Space::shared || state.space != Space::shared || state.shape == acc.shape) continue;
       Kernel owned = k;
-      owned.tiles[static_cast<size_t>(s.state)].shape = acc.shape;
+      owned.tiles[state_tile].shape = acc.shape;
       if (costs_nothing(k, owned, target)) k = std::move(owned);
     }
 }
