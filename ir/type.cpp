@@ -1,5 +1,7 @@
 #include "ir/type.h"
 
+#include <cstdint>
+
 #include "ir/diagnostic.h"
 
 namespace morgana::ir {
@@ -15,8 +17,10 @@ TensorType TensorType::make(DType dtype, std::span<const int64_t> dims) {
 }
 
 int64_t TensorType::numel() const {
+  // Saturating: a type is built (and may be printed in a message) before addressable_problem refuses it.
   int64_t n = 1;
-  for (int i = 0; i < rank; ++i) n *= dims[static_cast<size_t>(i)];
+  for (int i = 0; i < rank; ++i)
+    if (__builtin_mul_overflow(n, dims[static_cast<size_t>(i)], &n)) return INT64_MAX;
   return n;
 }
 
@@ -35,10 +39,12 @@ std::string TensorType::addressable_problem() const {
 }
 
 void TensorType::set_row_major_strides() {
+  // Saturating, like numel(): the strides of a type that addressable_problem then refuses are never used, and
+  // computing them must not overflow (found by tests/fuzz: f16[4294967296,4294967296]).
   int64_t s = 1;
   for (int i = rank - 1; i >= 0; --i) {
     strides[static_cast<size_t>(i)] = s;
-    s *= dims[static_cast<size_t>(i)];
+    if (__builtin_mul_overflow(s, dims[static_cast<size_t>(i)], &s)) s = INT64_MAX;
   }
   for (int i = rank; i < kMaxRank; ++i) strides[static_cast<size_t>(i)] = 0;
 }
