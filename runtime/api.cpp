@@ -67,7 +67,12 @@ void copy_string(char* dst, size_t capacity, const std::string& src) {
 
 extern "C" {
 
-const char* mg_status_name(mg_status status) {
+const char* mg_status_name(mg_status status_value) {
+  // A C caller may pass any int (the API promises a name for every value): read as an int, not as the enum, whose
+  // out-of-range values C++ does not define (UBSan's -fsanitize=enum flags the switch otherwise).
+  int status = 0;
+  static_assert(sizeof status == sizeof status_value);
+  std::memcpy(&status, &status_value, sizeof status);
   switch (status) {
     case MG_OK:
       return "MG_OK";
