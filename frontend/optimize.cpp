@@ -142,12 +142,20 @@ std::string targets_without_result(const std::vector<search::SearchResult>& resu
 
 std::vector<search::SearchResult> merge_shard_files(const std::vector<std::string>& files,
                                                    const std::filesystem::path& targets_dir, const ir::Graph* spec) {
+  std::vector<ShardText> texts;
+  for (const std::string& f : files) texts.push_back({f, read_text_file(f)});
+  return merge_shards(texts, targets_dir, spec);
+}
+
+std::vector<search::SearchResult> merge_shards(const std::vector<ShardText>& texts,
+                                              const std::filesystem::path& targets_dir, const ir::Graph* spec) {
   const std::string expected = spec ? ir::print(*spec) : "";
   std::vector<std::string> order;  // targets, as they first appear
   std::map<std::string, std::vector<search::SearchResult>> shards;
   std::map<std::string, std::vector<std::string>> names;  // target -> its files, in the order of `shards`
-  for (const std::string& f : files) {
-    search::SearchResult r = search::read_result(read_text_file(f), f);
+  for (const ShardText& shard : texts) {
+    const std::string& f = shard.name;
+    search::SearchResult r = search::read_result(shard.text, f);
     if (spec && r.spec != expected)
       throw UserError("this result was searched for another spec than the one --spec gives", {f, 0, 0});
     if (!shards.count(r.target)) order.push_back(r.target);

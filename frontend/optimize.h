@@ -54,4 +54,14 @@ std::vector<search::SearchResult> merge_shard_files(const std::vector<std::strin
                                                    const std::filesystem::path& targets_dir,
                                                    const ir::Graph* spec = nullptr);
 
+// One shard's result file: its name (for messages) and its text.
+struct ShardText {
+  std::string name;
+  std::string text;
+};
+// merge_shard_files on texts already read (the fuzzer's entry: tests/fuzz/).
+std::vector<search::SearchResult> merge_shards(const std::vector<ShardText>& shards,
+                                              const std::filesystem::path& targets_dir,
+                                              const ir::Graph* spec = nullptr);
+
 }  // namespace morgana::frontend
