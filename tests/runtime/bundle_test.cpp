@@ -9,6 +9,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "tests/common/golden.h"
 #include "tests/runtime/samples.h"
 
 namespace morgana::bundle {
@@ -84,6 +85,24 @@ TEST(Bundle, WriterFollowsTheDocumentedLayout) {
   m.b.resize(m.b.size() - 4);  // the kernel's map count was 0
   m.u32(1).u32(0).u32(2).u32(128).u32(8).u32(64);  // parameter 0, rank 2 and 3 reserved bytes, swizzle, box
   EXPECT_EQ(write_bundle(b), assemble(m.b, {payload(40, 7)}, 2));
+}
+
+// The bundle fuzzer's seeds (tests/fuzz/corpus/bundle) are the samples as the writer writes them, each twice: with
+// the first byte 0 (read as it is) and 1 (the fuzzer recomputes the section checksums first; tests/fuzz/README.md).
+// After a format change, MORGANA_BLESS=1 writes them again.
+TEST(Bundle, FuzzSeedsAreTheSamplesAsWritten) {
+  Bundle with_maps = tiny();
+  with_maps.programs[0].kernels[0].tensor_maps = {TensorMap{0, {8, 64}, 128}};
+  const std::vector<std::pair<std::string, Bundle>> seeds = {{"tiny", tiny()}, {"multi", multi()},
+                                                             {"tensor_maps", with_maps}};
+  for (const auto& [name, b] : seeds) {
+    const Bytes file = write_bundle(b);
+    for (char mode : {'\0', '\1'}) {
+      std::string seed(1, mode);
+      seed.append(file.begin(), file.end());
+      morgana::testing::expect_golden("tests/fuzz/corpus/bundle/" + name + (mode ? "-resealed" : "") + ".mgb", seed);
+    }
+  }
 }
 
 // A bundle is written in the lowest version that expresses it: without tensor maps, version 1, which runtimes of

@@ -120,10 +120,12 @@ constexpr size_t entry_at(size_t i) {
 }
 constexpr size_t kKindAt = 0, kIdAt = 4, kOffsetAt = 8, kLengthAt = 16, kChecksumAt = 24;
 
-// Recomputes every section's checksum from the bytes its (trusted) table entry names.
+// Recomputes every section's checksum from the bytes its table entry names; entries past the end of the file and
+// sections outside it are left alone (the fuzzer reseals whatever it made, tests/fuzz/fuzz_bundle.cpp).
 inline void reseal(Bytes& f) {
+  if (f.size() < entry_at(0)) return;
   uint32_t n = get_u32(f, kSectionCountAt);
-  for (uint32_t i = 0; i < n; ++i) {
+  for (uint32_t i = 0; i < n && entry_at(i) + kChecksumAt + 8 <= f.size(); ++i) {
     uint64_t off = get_u64(f, entry_at(i) + kOffsetAt), len = get_u64(f, entry_at(i) + kLengthAt);
     if (off <= f.size() && len <= f.size() - off)
       set_u64(f, entry_at(i) + kChecksumAt, crc64(std::span<const uint8_t>(f).subspan(off, len)));
