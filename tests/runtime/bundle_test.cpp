@@ -100,7 +100,7 @@ TEST(Bundle, FuzzSeedsAreTheSamplesAsWritten) {
     for (char mode : {'\0', '\1'}) {
       std::string seed(1, mode);
       seed.append(file.begin(), file.end());
-      morgana::testing::expect_golden("tests/fuzz/corpus/bundle/" + name + (mode ? "-resealed" : "") + ".mgb", seed);
+      morgana::testing::expect_golden("tests/fuzz/corpus/bundle/" + name + (mode ? "-resealed" : "") + ".bundle", seed);
     }
   }
 }
