@@ -31,8 +31,12 @@ struct mg_dim3 {
 inline thread_local mg_dim3 threadIdx, blockIdx;
 inline mg_dim3 blockDim;
 
-// Larger than any target's shared memory per block.
-alignas(1024) inline unsigned char mg_smem[1 << 18];
+// Larger than any target's shared memory per block. C language linkage: the kernels are extern "C", and so is the
+// block-scope `extern __shared__ ... mg_smem[]` they declare (clang refuses a definition of another linkage). One
+// definition: the prelude is included by the one source file of an emulated program.
+extern "C" {
+alignas(1024) unsigned char mg_smem[1 << 18];
+}
 
 struct uint2 {
   unsigned x, y;
