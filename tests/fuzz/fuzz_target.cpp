@@ -30,56 +30,10 @@ using namespace morgana;
 
 namespace {
 
-// Small programs of the kinds the cost model and the lowering treat differently: a plain kernel op, a tiled matmul
-// with a split reduction, and a flash-decoding block op with online-softmax accumulators.
-constexpr std::string_view kPrograms = R"(
-kernel small_lora(X: f16[16,64], W: f16[64,128], A: f16[64,16], B: f16[16,128]) {
-  XW = matmul(X, W)
-  XA = matmul(X, A)
-  XAB = matmul(XA, B)
-  Y = add(XW, XAB)
-  return Y
-}
-kernel small_split_k(X: f16[16,256], W: f16[256,128]) {
-  P = block(X, W) grid=[2,2,1] threads=128 loop=2 {
-    x = iter(X, imap=[-,1,-], fmap=1)
-    w = iter(W, imap=[1,0,-], fmap=0)
-    p = matmul(x, w)
-    a = acc_sum(p)
-    save(a, omap=[1,0,-])
-  }
-  Y = reduce_sum(P, dim=0, to=16)
-  return Y
-}
-kernel small_split_kv(Q: f16[4,1,64], K: f16[4,64,256], V: f16[4,256,64]) {
-  Os, Ls, Ms = block(Q, K, V) grid=[4,2,1] threads=128 loop=2 {
-    q = iter(Q, imap=[0,-,-])
-    k = iter(K, imap=[0,2,-], fmap=2)
-    v = iter(V, imap=[0,1,-], fmap=1)
-    s = matmul(q, k)
-    m = reduce_max(s, dim=2)
-    d = sub(s, m)
-    e = exp(d)
-    l = reduce_sum(e, dim=2)
-    o = matmul(e, v)
-    M = acc_max(m)
-    Lacc = acc_rescale_sum(l, m)
-    Oacc = acc_rescale_sum(o, m)
-    save(Oacc, omap=[0,1,-])
-    save(Lacc, omap=[0,1,-])
-    save(M, omap=[0,1,-])
-  }
-  Mg = reduce_max(Ms, dim=1)
-  Dm = sub(Ms, Mg)
-  Wt = exp(Dm)
-  OW = mul(Os, Wt)
-  LW = mul(Ls, Wt)
-  Num = reduce_sum(OW, dim=1)
-  Den = reduce_sum(LW, dim=1)
-  O = div(Num, Den)
-  return O
-}
-)";
+// Small programs of the kinds the cost model and the lowering treat differently, from the spec fuzzer's seeds: kernel
+// ops only (matmuls, norms, softmax), a tiled matmul with a split reduction, and a flash-decoding block op with
+// online-softmax accumulators.
+constexpr const char* kPrograms[] = {"small_attention.mg", "small_split_k.mg", "small_split_kv.mg"};
 
 struct Workspace {
   fs::path root;                             // the copy of targets/
@@ -92,7 +46,9 @@ struct Workspace {
     root = fs::path(tmpl) / "targets";
     fs::copy(fuzz::source_targets_dir(), root, fs::copy_options::recursive);
     for (const fs::path& f : targets::list_target_files(root)) original[f] = read(f);
-    programs = ir::parse_module(kPrograms, "fuzz_target.cpp");
+    for (const char* name : kPrograms)
+      for (ir::Graph& g : ir::parse_file(fs::path(MORGANA_SOURCE_ROOT) / "tests/fuzz/corpus/spec" / name).programs)
+        programs.programs.push_back(std::move(g));
   }
   ~Workspace() {
     std::error_code ec;
