@@ -1,7 +1,7 @@
 // The generated CUDA computes the right numbers: each small test program is lowered for a CUDA target, emitted,
 // compiled for the host together with the real tile library (tests/targets/cuda/host_prelude.h maps the CUDA
-// keywords to host C++ and runs each block's threads as OS threads with a real barrier), run, and compared with the
-// reference interpreter. It checks what the NVRTC test cannot: the tile library's index arithmetic, broadcasting,
+// keywords to host C++ and runs each block's threads as fibers that switch at every barrier), run, and compared
+// with the reference interpreter. It checks what the NVRTC test cannot: the tile library's index arithmetic, broadcasting,
 // type conversions and accumulators, and the emitter's arguments, on three threads per block (so every thread
 // strides over elements and the library's own barriers matter). Needs MORGANA_HOST_CXX (meson sets it to the
 // build's C++ compiler); skipped without it.

@@ -1,16 +1,25 @@
 // Host emulation of the CUDA that morgana generates, for tests on machines without a GPU: included before a
 // generated source, it turns the CUDA keywords the emitter and the tile library use into host C++, and runs each
-// block's threads as OS threads with a real barrier for __syncthreads(). Shared memory is one global buffer, filled
-// with NaN before every block so that a read before a write shows. Compile with -std=c++20 -pthread.
+// block's threads as fibers (ucontext) on the calling thread, switching at every barrier (__syncthreads() and the
+// warp-level instructions' exchanges). Shared memory is one global buffer, filled with NaN before every block so
+// that a read before a write shows.
+//
+// Why fibers and not OS threads: a block of 64 OS threads on a 2-core machine spent most of its time in the kernel
+// (every barrier woke 32-64 threads through futexes; 5 of 7 minutes of the suite were system time under ASan).
+// Fibers switch in user space, run deterministically, and turn a barrier that not every thread reaches (a hang with
+// threads) into an abort that names the block.
 #pragma once
 
-#include <barrier>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <math.h>
-#include <memory>
-#include <thread>
 #include <vector>
 
 #include "ptx_isa_model.h"
@@ -46,7 +55,44 @@ struct alignas(16) uint4 {
 };
 
 namespace mg_host {
-inline std::barrier<>* block_barrier = nullptr;
+// A barrier of `expected` fibers: the last to arrive opens it (a new generation) and goes on; the others yield to
+// the scheduler until they see the new generation.
+struct Barrier {
+  unsigned expected = 0, arrived = 0;
+  unsigned long generation = 0;
+};
+
+// One emulated thread. Stacks are mapped once with a guard page below and reused by every block.
+struct Fiber {
+  ucontext_t context;
+  unsigned char* stack = nullptr;
+  mg_dim3 index;
+  bool done = false;
+};
+// A kernel's frame (its register tiles, an emulated instruction's gathered operands) takes a few KiB. Small stacks
+// also keep fiber switches cheap under ASan, whose swapcontext clears the shadow of the stack it switches to (by
+// remapping it, for a stack over 512 KiB).
+inline constexpr size_t kGuardBytes = 1 << 16;  // at least a page on every Linux machine
+inline constexpr size_t kStackBytes = 1 << 16;
+inline std::vector<Fiber> fibers;
+inline size_t current = 0;
+inline ucontext_t scheduler;
+inline unsigned long progress = 0;  // arrivals and finished fibers: a round of the block without any is a deadlock
+inline void* kernel_object = nullptr;
+
+inline Barrier block_barrier;
+inline std::vector<Barrier> warp_barriers;
+
+inline void arrive_and_wait(Barrier& b) {
+  ++progress;
+  if (++b.arrived == b.expected) {
+    b.arrived = 0;
+    ++b.generation;
+    return;
+  }
+  const unsigned long waiting_for = b.generation;
+  while (b.generation == waiting_for) swapcontext(&fibers[current].context, &scheduler);
+}
 
 // Warp-level instructions exchange values between the lanes of one warp through these slots, between two
 // arrivals at the warp's barrier (every lane posts, every lane reads, then the slots may be reused).
@@ -56,43 +102,81 @@ struct WarpSlots {
   unsigned b[mg_isa::kLanes][2];
   float c[mg_isa::kLanes][4];
 };
-inline std::vector<std::barrier<>*> warp_barriers;
 inline std::vector<WarpSlots> warp_slots;
 inline int lane() { return static_cast<int>(threadIdx.x) % mg_isa::kLanes; }
 inline int warp() { return static_cast<int>(threadIdx.x) / mg_isa::kLanes; }
-inline void warp_sync() { warp_barriers[static_cast<size_t>(warp())]->arrive_and_wait(); }
+inline void warp_sync() { arrive_and_wait(warp_barriers[static_cast<size_t>(warp())]); }
+
+template <class F>
+void run_fiber() {
+  (*static_cast<F*>(kernel_object))();
+  fibers[current].done = true;
+  ++progress;
+}  // returns to `scheduler` (uc_link)
+
+inline void make_stacks(unsigned threads) {
+  while (fibers.size() < threads) {
+    void* m = mmap(nullptr, kGuardBytes + kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED || mprotect(m, kGuardBytes, PROT_NONE) != 0) {
+      std::perror("host emulation: fiber stack");
+      std::abort();
+    }
+    fibers.emplace_back();
+    fibers.back().stack = static_cast<unsigned char*>(m) + kGuardBytes;
+  }
+}
 
 // Runs `kernel` (a callable that calls the kernel function) on every block of the grid, `threads` threads each.
+// The scheduler resumes the block's unfinished fibers in turn, in thread order on one round and in reverse on the
+// next, so that a missing barrier between a writer and a reader shows whichever of the two comes first.
 template <class F>
 void launch(long gx, long gy, long gz, unsigned threads, F kernel) {
   blockDim = {threads, 1, 1};
+  kernel_object = &kernel;
+  make_stacks(threads);
   for (long z = 0; z < gz; ++z)
     for (long y = 0; y < gy; ++y)
       for (long x = 0; x < gx; ++x) {
         std::memset(mg_smem, 0xff, sizeof mg_smem);
-        std::barrier<> bar(threads);
-        block_barrier = &bar;
+        block_barrier = Barrier{threads};
         // One barrier per warp, of the lanes that warp has.
-        std::vector<std::unique_ptr<std::barrier<>>> warps;
         warp_barriers.clear();
-        for (unsigned first = 0; first < threads; first += mg_isa::kLanes) {
-          warps.push_back(std::make_unique<std::barrier<>>(std::min<unsigned>(mg_isa::kLanes, threads - first)));
-          warp_barriers.push_back(warps.back().get());
+        for (unsigned first = 0; first < threads; first += mg_isa::kLanes)
+          warp_barriers.push_back(Barrier{std::min<unsigned>(mg_isa::kLanes, threads - first)});
+        warp_slots.assign(warp_barriers.size(), WarpSlots{});
+        blockIdx = {static_cast<unsigned>(x), static_cast<unsigned>(y), static_cast<unsigned>(z)};
+        for (unsigned t = 0; t < threads; ++t) {
+          Fiber& f = fibers[t];
+          f.index = {t, 0, 0};
+          f.done = false;
+          getcontext(&f.context);
+          f.context.uc_stack.ss_sp = f.stack;
+          f.context.uc_stack.ss_size = kStackBytes;
+          f.context.uc_link = &scheduler;
+          makecontext(&f.context, &run_fiber<F>, 0);
         }
-        warp_slots.assign(warps.size(), WarpSlots{});
-        std::vector<std::thread> ts;
-        for (unsigned t = 0; t < threads; ++t)
-          ts.emplace_back([&, t] {
-            threadIdx = {t, 0, 0};
-            blockIdx = {static_cast<unsigned>(x), static_cast<unsigned>(y), static_cast<unsigned>(z)};
-            kernel();
-          });
-        for (std::thread& t : ts) t.join();
+        for (unsigned live = threads, round = 0; live > 0; ++round) {
+          const unsigned long before = progress;
+          for (unsigned k = 0; k < threads; ++k) {
+            current = round % 2 == 0 ? k : threads - 1 - k;
+            if (fibers[current].done) continue;
+            threadIdx = fibers[current].index;
+            swapcontext(&scheduler, &fibers[current].context);
+            if (fibers[current].done) --live;
+          }
+          if (live > 0 && progress == before) {
+            std::fprintf(stderr,
+                         "host emulation: block (%ld, %ld, %ld) deadlocked: %u of %u threads wait at a barrier "
+                         "that the others never reach\n",
+                         x, y, z, live, threads);
+            std::abort();
+          }
+        }
       }
 }
 }  // namespace mg_host
 
-inline void __syncthreads() { mg_host::block_barrier->arrive_and_wait(); }
+inline void __syncthreads() { mg_host::arrive_and_wait(mg_host::block_barrier); }
 inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
 inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
