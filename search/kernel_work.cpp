@@ -324,17 +324,18 @@ double shared_accumulator_elements(const Graph& body, const Node& nd, OpKind kin
   return static_cast<double>(batches * pad_to(m, mi->m) * pad_to(n, mi->n));
 }
 
-// The barriers a matmul's K split adds where the lowering computes it in registers with warps sharing each task
-// (pass keep_matmuls_in_registers: tasks that leave warps idle): its Publish adds the k_split parts in turns, a
-// barrier between turns (measured on the H100: lora's 32-column blocks, one task of K split 4 for X·W and X·A,
-// 6.5 us, against 4.2 for 64 columns at K split 2).
-int64_t split_k_turns(OpKind kind, std::span<const TensorType> in, const TensorType& out, const Flops& f,
-                      int64_t warps, const targets::Target& t) {
+// The barrier a matmul's K split adds where the lowering computes it in registers with warps sharing each task
+// (pass keep_matmuls_in_registers: tasks that leave warps idle): its Publish meets the k_split parts in a small
+// shared tile behind one barrier (pass publish_split_parts_at_once). The lowering adds them in turns instead, a
+// barrier between turns, where that tile would cost a busy block; at (k_split - 1) x the result's f32 elements it
+// is small beside the operand tiles, and the model does not restate that case.
+int64_t split_k_barriers(OpKind kind, std::span<const TensorType> in, const TensorType& out, const Flops& f,
+                         int64_t warps, const targets::Target& t) {
   if (kind != OpKind::Matmul || f.tensor <= 0 || out.rank < 2) return 0;
   const targets::MatrixInstr* mi = fragment_instr(t, in[1].dtype);
   if (!mi) return 0;
   const targets::MatmulTiling tiling = tiling_of(*mi, in, out, warps, t);
-  return targets::accumulators_fit(t, tiling) ? tiling.k_split - 1 : 0;
+  return targets::accumulators_fit(t, tiling) && tiling.k_split > 1 ? 1 : 0;
 }
 
 // Whether the lowering keeps an elementwise op's or rms_norm's result in registers, each thread the runs of the
@@ -639,7 +640,7 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, st
                              : fold == Folding::into_writer                ? std::max<int64_t>(d, 1)
                              : fold == Folding::into_reader                ? d
                              : kind == OpKind::Norm                        ? d + (elements || scaled_after ? 1 : 2)
-                                                             : d + 1 + split_k_turns(kind, in, out[0], f, warps, t);
+                                                             : d + 1 + split_k_barriers(kind, in, out[0], f, warps, t);
     int64_t& level = epi ? epilogue_depth : loop_depth;
     level = std::max(level, level_of);
     if (!rows && !across_acc && !elements && !from_fragments && fold == Folding::none) {

@@ -374,7 +374,7 @@ class Emitter {
         return;
       }
       case StmtKind::Publish:
-        line(in + t(s.a) + ".publish(" + t(s.dst) + ");", origin);
+        line(in + t(s.a) + ".publish(" + t(s.dst) + (s.parts >= 0 ? ", " + t(s.parts) : "") + ");", origin);
         return;
       case StmtKind::Reduce:
         if (k.tiles[static_cast<size_t>(s.a)].layout.elements)

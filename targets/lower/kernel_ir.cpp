@@ -56,8 +56,8 @@ std::vector<int> stmt_reads(const Stmt& s) {
     case StmtKind::Barrier:
     case StmtKind::AsyncWait: return {};
     case StmtKind::Store:
-    case StmtKind::Unary:
-    case StmtKind::Publish: return {s.a};
+    case StmtKind::Unary: return {s.a};
+    case StmtKind::Publish: return s.parts >= 0 ? std::vector<int>{s.a, s.parts} : std::vector<int>{s.a};
     case StmtKind::Binary:
     case StmtKind::Concat: return {s.a, s.b};
     case StmtKind::Matmul: {
@@ -87,7 +87,8 @@ std::vector<int> stmt_writes(const Stmt& s) {
     case StmtKind::Accumulate:
       if (s.scale >= 0) return {s.dst, s.state, s.scale};
       return s.state >= 0 ? std::vector<int>{s.dst, s.state} : std::vector<int>{s.dst};
-    case StmtKind::Reduce: return s.parts >= 0 ? std::vector<int>{s.dst, s.parts} : std::vector<int>{s.dst};
+    case StmtKind::Reduce:
+    case StmtKind::Publish: return s.parts >= 0 ? std::vector<int>{s.dst, s.parts} : std::vector<int>{s.dst};
     default: return {s.dst};
   }
 }
@@ -313,7 +314,8 @@ std::string stmt(const LoweredProgram& p, const Kernel& k, const Stmt& s) {
              (s.b >= 0 && s.held != ir::DType::f32 ? "  # max held as " + std::string(ir::dtype_name(s.held)) : "");
     case StmtKind::Barrier: return "barrier";
     case StmtKind::AsyncWait: return "async_wait pending " + std::to_string(s.pending);
-    case StmtKind::Publish: return t(s.dst) + " = publish(" + t(s.a) + ")";
+    case StmtKind::Publish:
+      return t(s.dst) + " = publish(" + t(s.a) + ")" + (s.parts >= 0 ? "  # K's parts met in " + t(s.parts) : "");
   }
   return "?";
 }

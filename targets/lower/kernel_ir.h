@@ -135,8 +135,8 @@ enum class StmtKind : uint8_t {
                // thread's copies are complete except those of the newest `pending` batches; a Barrier then
                // publishes them to the block
   Publish,     // dst (shared) = a (registers): each warp stores its fragments, the k_split warps that computed
-               // parts of one element adding theirs in turn (the statement synchronises inside itself); of a fold
-               // tile, the lanes' parts of each element combined
+               // parts of one element adding theirs in turn, or with `parts` meeting there all at once (the
+               // statement synchronises inside itself); of a fold tile, the lanes' parts of each element combined
 };
 
 // One elementwise unary op (square, exp, mul_scalar, ...) folded into a statement's reads or writes (pass
@@ -204,7 +204,8 @@ struct Stmt {
   // Reduce by_warps with fewer outputs than the block has warps: a team of `team` warps (a power of two) folds each
   // output, and their warps' folds meet in shared tile `parts` (f32[outputs, team]) behind a barrier inside the
   // statement (mg::team_reduce); 1 and -1 otherwise. A Reduce of a register tile of RegisterLayout::elements also
-  // leaves its warps' folds in `parts` (f32[rows, warps per row], mg::regs_reduce_rows).
+  // leaves its warps' folds in `parts` (f32[rows, warps per row], mg::regs_reduce_rows). A Publish of a K split over
+  // k_split warps may leave parts 1.. in `parts` (f32[k_split - 1, elements], pass publish_split_parts_at_once).
   int64_t team = 1;
   int parts = -1;
   Origin from;

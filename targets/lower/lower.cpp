@@ -124,6 +124,7 @@ LoweredProgram lower_tiled(const TiledGraph& tiled, const targets::Target& targe
     fold_across_loop(k, target);
     keep_elements_in_registers(k, p, target);
     fold_by_teams(k, target);
+    publish_split_parts_at_once(k, target);
     own_accumulator_state(k, target);
     accumulate_rescaled_products(k);
     norms_from_fragments(k, target);

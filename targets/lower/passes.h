@@ -1,6 +1,7 @@
 // The passes behind lower.h, each in its own file. Internal to targets/lower.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,12 @@ int64_t assign_offsets(Kernel& k, Space space = Space::shared);
 // (extra buffers, batched loads) and use_copy_engine (aligned tiles, barriers).
 bool costs_nothing(Kernel& before, Kernel& after, const targets::Target& target);
 
+// For each statement s of k's prologue, body and epilogue that `applies` to: `change` alters a copy of the kernel
+// (`with`, its copy of s), which replaces k where it costs nothing. The passes that add a small shared tile to a
+// statement (fold_by_teams, publish_split_parts_at_once) take it this way.
+void change_where_free(Kernel& k, const targets::Target& target, const std::function<bool(const Stmt& s)>& applies,
+                       const std::function<void(Kernel& with, Stmt& s)>& change);
+
 // Pass 4: assign_offsets, then, when the bytes exceed the target's limit, either a UserError naming the block op,
 // or with `spill`, moving the largest tiles live at the peak to global scratch until the rest fits.
 void plan_shared_memory(Kernel& k, const targets::Target& target, bool spill);
@@ -138,6 +145,11 @@ void keep_elements_in_registers(Kernel& k, const LoweredProgram& p, const target
 // Pass 6e (team_reductions.cpp): a reduction folded by warps with fewer outputs than the block has warps takes a
 // team of warps per output and a small shared tile where their folds meet, where that tile costs no busy block.
 void fold_by_teams(Kernel& k, const targets::Target& target);
+
+// Pass 6j (registers.cpp): a Publish of a matmul's K split over warps meets the parts in a small shared tile all at
+// once (one barrier; mg::Fragments::publish(dst, parts)) instead of adding them in turns (k_split - 1 barriers), where
+// that tile costs no busy block.
+void publish_split_parts_at_once(Kernel& k, const targets::Target& target);
 
 // Pass 6f (own_accumulators.cpp): an online-softmax accumulator in shared memory keeps a running max per element
 // (its state tile of the accumulator's shape) instead of per row, where that costs no busy block: each thread then

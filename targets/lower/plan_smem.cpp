@@ -154,6 +154,17 @@ bool costs_nothing(Kernel& before, Kernel& after, const targets::Target& target)
                                                    targets::busy_blocks_per_sm(target, blocks, threads(before), one);
 }
 
+void change_where_free(Kernel& k, const targets::Target& target, const std::function<bool(const Stmt& s)>& applies,
+                       const std::function<void(Kernel& with, Stmt& s)>& change) {
+  for (std::vector<Stmt> Kernel::*section : {&Kernel::prologue, &Kernel::body, &Kernel::epilogue})
+    for (size_t i = 0; i < (k.*section).size(); ++i) {
+      if (!applies((k.*section)[i])) continue;
+      Kernel with = k;
+      change(with, (with.*section)[i]);
+      if (costs_nothing(k, with, target)) k = std::move(with);
+    }
+}
+
 namespace {
 
 // The shared tiles live together where most shared bytes are live (tiles sharing space counted once), largest

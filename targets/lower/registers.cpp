@@ -80,4 +80,14 @@ void keep_matmuls_in_registers(Kernel& k, const targets::Target& target) {
     }
 }
 
+void publish_split_parts_at_once(Kernel& k, const targets::Target& target) {
+  auto split = [&](const Stmt& s) { return k.tiles[static_cast<size_t>(s.a)].layout.k_split; };
+  change_where_free(
+      k, target, [&](const Stmt& s) { return s.kind == StmtKind::Publish && s.parts < 0 && split(s) > 1; },
+      [&](Kernel& with, Stmt& s) {
+        with.tiles.push_back(parts_tile(with, s, {split(s) - 1, with.tiles[static_cast<size_t>(s.dst)].numel()}));
+        s.parts = static_cast<int>(with.tiles.size() - 1);
+      });
+}
+
 }  // namespace morgana::lower

@@ -37,24 +37,22 @@ int64_t team_size(const Kernel& k, const Stmt& s, const targets::Target& target)
 void fold_by_teams(Kernel& k, const targets::Target& target) {
   const int64_t warp = target.execution.warp_size;
   if (k.block[0] % warp != 0) return;
-  for (int section = 0; section < 3; ++section)
-    for (size_t i = 0;; ++i) {
-      std::vector<Stmt>& list = section == 0 ? k.prologue : section == 1 ? k.body : k.epilogue;
-      if (i >= list.size()) break;
-      const Stmt& s = list[i];
-      if (s.kind != StmtKind::Reduce || !s.by_warps || s.accumulate || s.parts >= 0) continue;
-      if (k.tiles[static_cast<size_t>(s.dst)].space != Space::shared ||
-          k.tiles[static_cast<size_t>(s.a)].space != Space::shared)
-        continue;
-      const int64_t team = team_size(k, s, target);
-      if (team < 2) continue;
-      Kernel with = k;
-      with.tiles.push_back(parts_tile(k, s, {k.tiles[static_cast<size_t>(s.dst)].numel(), team}));
-      std::vector<Stmt>& into = section == 0 ? with.prologue : section == 1 ? with.body : with.epilogue;
-      into[i].team = team;
-      into[i].parts = static_cast<int>(with.tiles.size() - 1);
-      if (costs_nothing(k, with, target)) k = std::move(with);
-    }
+  int64_t team = 1;  // of the statement `applies` accepted last
+  change_where_free(
+      k, target,
+      [&](const Stmt& s) {
+        if (s.kind != StmtKind::Reduce || !s.by_warps || s.accumulate || s.parts >= 0) return false;
+        if (k.tiles[static_cast<size_t>(s.dst)].space != Space::shared ||
+            k.tiles[static_cast<size_t>(s.a)].space != Space::shared)
+          return false;
+        team = team_size(k, s, target);
+        return team >= 2;
+      },
+      [&](Kernel& with, Stmt& s) {
+        with.tiles.push_back(parts_tile(with, s, {with.tiles[static_cast<size_t>(s.dst)].numel(), team}));
+        s.team = team;
+        s.parts = static_cast<int>(with.tiles.size() - 1);
+      });
 }
 
 }  // namespace morgana::lower

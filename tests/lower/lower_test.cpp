@@ -354,6 +354,15 @@ TEST(Lower, LoopMatmulAccumulatorsLiveInRegisters) {
   const std::string ir = lower::print(q);
   EXPECT_NE(ir.find("K split over 4 warps"), std::string::npos) << ir;
   EXPECT_NE(ir.find("in registers"), std::string::npos) << ir;
+  // Its Publish meets the other three warps' parts in a shared tile at once (pass publish_split_parts_at_once).
+  const lower::Stmt* met = publish_of(q.kernels[0], split->dst);
+  ASSERT_NE(met, nullptr) << ir;
+  ASSERT_GE(met->parts, 0) << ir;
+  const lower::Tile& parts = q.kernels[0].tiles[static_cast<size_t>(met->parts)];
+  EXPECT_EQ(parts.space, lower::Space::shared);
+  EXPECT_EQ(parts.shape,
+            (std::vector<int64_t>{3, q.kernels[0].tiles[static_cast<size_t>(met->dst)].numel()}));
+  EXPECT_NE(ir.find("K's parts met in " + parts.name), std::string::npos) << ir;
   expect_matches_reference(one, q, 3, "Y");
 
   // Too many accumulators for a quarter of the registers: the matmul keeps its shared tile.

@@ -1219,7 +1219,7 @@ struct RowSums {
 // says: a matmul's result (mma() runs the matmul into the registers, accumulating across a kernel's for-loop
 // without touching shared memory; A may itself be a register tile of whole rows), or what statements over whole
 // rows computed from one (mg::regs_*). publish() stores it to a shared tile, the SPLIT warps of a task adding their
-// parts in turn (SPLIT - 1 barriers, every thread must call it).
+// parts in turn (SPLIT - 1 barriers, every thread must call it), or with a parts tile all at once (one barrier).
 template <class Atom, class S, int ATOMS_N, int SPLIT, int WARPS>
 struct Fragments {
   static_assert(Atom::m == 16 && Atom::n == 8 && Atom::k == 16, "morgana_tile.cuh implements m16n8k16");
@@ -1356,6 +1356,39 @@ struct Fragments {
         }
       if (turn + 1 < SPLIT) __syncthreads();
     }
+  }
+
+  // publish() with the parts met side by side in `parts` (f32[SPLIT - 1, S::size], lowering pass
+  // publish_split_parts_at_once): the warps of parts 1.. store theirs at once, and after one barrier the warp of
+  // part 0, whose lanes hold the same elements, adds them to its own in publish()'s order (the same sums, bit for
+  // bit) and stores the element. One barrier and two steps instead of SPLIT - 1 barriers and SPLIT turns, which kept
+  // all but one warp waiting (bench/notes-fast-kernels-1.md, session 30). Every thread must call it.
+  __device__ __forceinline__ void publish(float* dst, float* parts) const {
+    static_assert(SPLIT > 1, "a task of one part has nothing to meet");
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    const int team = warp % Tiling::teams, part = warp / Tiling::teams;
+    auto each = [&](auto f) {
+#pragma unroll
+      for (int i = 0; i < Tiling::per_warp; ++i) {
+        const int task = team + i * Tiling::teams;
+        if (!Tiling::has(task)) break;
+#pragma unroll
+        for (int j = 0; j < ATOMS_N; ++j)
+#pragma unroll
+          for (int v = 0; v < Atom::c_values; ++v) {
+            const int e = task_element<Atom, S, ATOMS_N>(task, j, v, lane);
+            if (e >= 0 && writes(lane, v)) f(e, acc[i][j][v]);
+          }
+      }
+    };
+    if (part > 0 && part < SPLIT) each([&](int e, float x) { parts[(part - 1) * S::size + e] = x; });
+    __syncthreads();
+    if (part == 0)
+      each([&](int e, float x) {
+#pragma unroll
+        for (int p = 1; p < SPLIT; ++p) x += parts[(p - 1) * S::size + e];
+        dst[e] = x;
+      });
   }
 };
 

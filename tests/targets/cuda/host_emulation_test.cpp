@@ -30,7 +30,8 @@ constexpr unsigned kThreads = 3;
 
 // Kernels that ran with tensor-core matmuls and warp reductions, so the test can insist those paths were covered.
 int atom_kernels = 0, warp_reduce_kernels = 0, register_tile_kernels = 0, register_chain_kernels = 0,
-    copy_engine_kernels = 0, loop_fold_kernels = 0, team_reduce_kernels = 0, fragment_norm_kernels = 0;
+    copy_engine_kernels = 0, loop_fold_kernels = 0, team_reduce_kernels = 0, fragment_norm_kernels = 0,
+    split_parts_kernels = 0;
 
 unsigned emulated_threads(const lower::Kernel& k, const targets::Target& t) {
   bool atoms = false, warps = false;
@@ -65,6 +66,11 @@ unsigned emulated_threads(const lower::Kernel& k, const targets::Target& t) {
   for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
     for (const lower::Stmt& s : *list) norms = norms || s.norm_rows;
   fragment_norm_kernels += norms;
+  // K-split matmuls whose warps' parts meet in a shared tile all at once (pass publish_split_parts_at_once).
+  bool split_parts = false;
+  for (const auto* list : {&k.prologue, &k.body, &k.epilogue})
+    for (const lower::Stmt& s : *list) split_parts = split_parts || (s.kind == lower::StmtKind::Publish && s.parts >= 0);
+  split_parts_kernels += split_parts;
   copy_engine_kernels += !k.tensor_maps.empty();
   // Register tiles are tiled over the warps the kernel was lowered for (mg::Fragments): all of its threads.
   for (const lower::Tile& tile : k.tiles)
@@ -260,11 +266,14 @@ TEST(HostEmulation, GeneratedCudaComputesTheReference) {
   EXPECT_GE(loop_fold_kernels, 1);
   EXPECT_GE(team_reduce_kernels, 1);
   EXPECT_GE(fragment_norm_kernels, 1);
+  EXPECT_GE(split_parts_kernels, 2);
   std::printf("%d programs; %d kernels with tensor-core matmuls, %d with warp reductions, %d with register tiles, "
               "%d with row reductions in registers, %d with copy-engine loads, %d with reductions folded across "
-              "the loop, %d with reductions by teams of warps, %d with row norms from fragments\n",
+              "the loop, %d with reductions by teams of warps, %d with row norms from fragments, %d with K-split "
+              "parts met at once\n",
               ran, atom_kernels, warp_reduce_kernels, register_tile_kernels, register_chain_kernels,
-              copy_engine_kernels, loop_fold_kernels, team_reduce_kernels, fragment_norm_kernels);
+              copy_engine_kernels, loop_fold_kernels, team_reduce_kernels, fragment_norm_kernels,
+              split_parts_kernels);
 }
 
 // Tiles spilled to each block's slice of global scratch (LowerOptions::spill_to_global) on a target too small for
