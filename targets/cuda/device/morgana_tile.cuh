@@ -1336,24 +1336,29 @@ struct Fragments {
       for (int v = 0; v < Atom::c_values; ++v) acc[i][j][v] = 0.0f;
   }
 
+  // f(e, x) for each element this thread writes out: x its part (or whole value) of element e of the shared tile.
+  template <class Fn>
+  __device__ __forceinline__ void for_each_written(Fn f) const {
+    const int lane = threadIdx.x % kWarpSize, team = threadIdx.x / kWarpSize % Tiling::teams;
+#pragma unroll
+    for (int i = 0; i < Tiling::per_warp; ++i) {
+      const int task = team + i * Tiling::teams;
+      if (!Tiling::has(task)) break;
+#pragma unroll
+      for (int j = 0; j < ATOMS_N; ++j)
+#pragma unroll
+        for (int v = 0; v < Atom::c_values; ++v) {
+          const int e = task_element<Atom, S, ATOMS_N>(task, j, v, lane);
+          if (e >= 0 && writes(lane, v)) f(e, acc[i][j][v]);
+        }
+    }
+  }
+
   __device__ __forceinline__ void publish(float* dst) const {
-    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    const int team = warp % Tiling::teams, part = warp / Tiling::teams;
+    const int part = threadIdx.x / kWarpSize / Tiling::teams;
 #pragma unroll 1
     for (int turn = 0; turn < SPLIT; ++turn) {
-      if (part == turn)
-#pragma unroll
-        for (int i = 0; i < Tiling::per_warp; ++i) {
-          const int task = team + i * Tiling::teams;
-          if (!Tiling::has(task)) break;
-#pragma unroll
-          for (int j = 0; j < ATOMS_N; ++j)
-#pragma unroll
-            for (int v = 0; v < Atom::c_values; ++v) {
-              const int e = task_element<Atom, S, ATOMS_N>(task, j, v, lane);
-              if (e >= 0 && writes(lane, v)) dst[e] = turn == 0 ? acc[i][j][v] : dst[e] + acc[i][j][v];
-            }
-        }
+      if (part == turn) for_each_written([&](int e, float x) { dst[e] = turn == 0 ? x : dst[e] + x; });
       if (turn + 1 < SPLIT) __syncthreads();
     }
   }
@@ -1365,26 +1370,11 @@ struct Fragments {
   // all but one warp waiting (bench/notes-fast-kernels-1.md, session 30). Every thread must call it.
   __device__ __forceinline__ void publish(float* dst, float* parts) const {
     static_assert(SPLIT > 1, "a task of one part has nothing to meet");
-    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    const int team = warp % Tiling::teams, part = warp / Tiling::teams;
-    auto each = [&](auto f) {
-#pragma unroll
-      for (int i = 0; i < Tiling::per_warp; ++i) {
-        const int task = team + i * Tiling::teams;
-        if (!Tiling::has(task)) break;
-#pragma unroll
-        for (int j = 0; j < ATOMS_N; ++j)
-#pragma unroll
-          for (int v = 0; v < Atom::c_values; ++v) {
-            const int e = task_element<Atom, S, ATOMS_N>(task, j, v, lane);
-            if (e >= 0 && writes(lane, v)) f(e, acc[i][j][v]);
-          }
-      }
-    };
-    if (part > 0 && part < SPLIT) each([&](int e, float x) { parts[(part - 1) * S::size + e] = x; });
+    const int part = threadIdx.x / kWarpSize / Tiling::teams;
+    if (part > 0 && part < SPLIT) for_each_written([&](int e, float x) { parts[(part - 1) * S::size + e] = x; });
     __syncthreads();
     if (part == 0)
-      each([&](int e, float x) {
+      for_each_written([&](int e, float x) {
 #pragma unroll
         for (int p = 1; p < SPLIT; ++p) x += parts[(p - 1) * S::size + e];
         dst[e] = x;
