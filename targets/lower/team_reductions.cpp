@@ -37,7 +37,6 @@ int64_t team_size(const Kernel& k, const Stmt& s, const targets::Target& target)
 void fold_by_teams(Kernel& k, const targets::Target& target) {
   const int64_t warp = target.execution.warp_size;
   if (k.block[0] % warp != 0) return;
-  int64_t team = 1;  // of the statement `applies` accepted last
   change_where_free(
       k, target,
       [&](const Stmt& s) {
@@ -45,10 +44,10 @@ void fold_by_teams(Kernel& k, const targets::Target& target) {
         if (k.tiles[static_cast<size_t>(s.dst)].space != Space::shared ||
             k.tiles[static_cast<size_t>(s.a)].space != Space::shared)
           return false;
-        team = team_size(k, s, target);
-        return team >= 2;
+        return team_size(k, s, target) >= 2;
       },
       [&](Kernel& with, Stmt& s) {
+        const int64_t team = team_size(with, s, target);  // `with` is still k's copy here
         with.tiles.push_back(parts_tile(with, s, {with.tiles[static_cast<size_t>(s.dst)].numel(), team}));
         s.team = team;
         s.parts = static_cast<int>(with.tiles.size() - 1);
