@@ -76,9 +76,13 @@ WaveTime wave_time(const detail::Work& w, int64_t nb, const targets::Target& t) 
   // (docs/cost-model.md, "Warps that stream"). It is requested in whole L2 lines: rows that are not whole lines
   // (96-byte rows touch one and a half on average) cost the lines they touch. The rate is measured on whole loops,
   // their math and waits included, so it bounds the wave's time from below rather than adding to it.
+  // Loads the copy engine moves (a pipelined loop's, docs/lowering.md "Loads by the copy engine") stream at the
+  // block's pace all the same, but the engine requests a box's sectors, not whole lines per row: their bytes count.
   if (t.cost.warp_stream_gbps > 0) {
     const double warps = static_cast<double>(nb) * static_cast<double>(ceil_div(k.threads, t.execution.warp_size));
-    const double requested = std::max(dram + k.l2_reread_bytes, k.line_bytes + k.dram_write_bytes);
+    const double engine_lines = k.stages > 1 ? k.engine_line_bytes - k.engine_bytes : 0;
+    const double requested =
+        std::max(dram + k.l2_reread_bytes, k.line_bytes - engine_lines + k.dram_write_bytes);
     wt.stream_s = share * requested / (warps * t.cost.warp_stream_gbps * 1e9);
   }
   // Per block, device-wide seconds times sms = seconds on one SM's share of the units.

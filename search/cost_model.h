@@ -41,6 +41,9 @@ struct KernelCost {
   double l2_reread_bytes = 0;  // re-reads of replicated tiles served by L2 instead of DRAM
   double line_bytes = 0;       // bytes of the whole L2 lines the loaded rows touch (target l2_line_bytes)
   double partial_line_bytes = 0;  // of those, the bytes beyond the rows' own: lines requested for part of them
+  double engine_bytes = 0;       // of the loads, those the copy engine can move when the loop is pipelined ([async]
+                                 // tma, targets::engine_takes_rows), and
+  double engine_line_bytes = 0;  // the whole L2 lines their rows touch: requested by the engine, not by the warps
   double smem_fill_bytes = 0;  // bytes loaded into shared memory per block (all its iterations)
   double tensor_flops = 0;     // executed on matrix instructions, padded to their shapes
   double vector_flops = 0;

@@ -582,6 +582,19 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, st
       k.line_bytes += std::max(total, lines);
       k.partial_line_bytes += std::max(0.0, lines - bytes_of(tile) * loads * blocks);
       if (k.loads_in_registers) continue;  // straight into registers, no level of their own
+      // A loop tile of a program input that the copy engine can write (the lowering's pass 6b, where the loop is
+      // pipelined): its requests are the engine's, not the warps'.
+      if (nd.attrs.fmap != kPhi && p.loop > 1 && whole_async_rows(tile, whole) &&
+          g.node(g.tensor(g.operands(n)[nd.attrs.index]).producer).op == ir::OpCode::input) {
+        bool swizzled = false;  // read through ldmatrix: a matmul's operand
+        for (const Node* reader : readers[r]) swizzled = swizzled || ir::op_info(reader->op).kind == OpKind::Matmul;
+        const int64_t last = tile.dim(tile.rank - 1);
+        if (targets::engine_takes_rows(t, last * ir::dtype_bytes(tile.dtype), last,
+                                       tile.rank >= 2 ? tile.dim(tile.rank - 2) : 1, swizzled)) {
+          k.engine_bytes += total;
+          k.engine_line_bytes += std::max(total, lines);
+        }
+      }
       k.smem_fill_bytes += per_block;
       smem += bytes_of(tile);
       if (nd.attrs.fmap != kPhi) {

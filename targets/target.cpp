@@ -14,6 +14,7 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <sstream>
@@ -787,6 +788,12 @@ int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_
     if (smem <= block_smem_limit(t) && busy_blocks_per_sm(t, blocks, threads, smem) >= busy) return stages;
   }
   return 1;
+}
+
+bool engine_takes_rows(const Target& t, int64_t row_bytes, int64_t row_elements, int64_t rows, bool swizzled) {
+  if (!t.async.tma || row_bytes % kAsyncCopyBytes != 0 || row_elements > kEngineMaxBox) return false;
+  if (!swizzled || row_bytes == 32 || row_bytes == 64 || row_bytes == 128) return true;
+  return std::min(std::gcd(row_bytes / kAsyncCopyBytes, int64_t{8}), rows) <= 2;
 }
 
 bool preload_fits(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t loop_bytes,

@@ -209,6 +209,16 @@ constexpr int64_t element_registers(int64_t numel, int64_t last, int64_t threads
 int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t stage_bytes,
                         int64_t loop);
 
+// Whether the copy engine ([async] tma) can write a pipelined tile's rows as the tile library reads them: rows of a
+// whole number of 16-byte vectors and at most kEngineMaxBox elements; a tile read through ldmatrix (`swizzled`) has
+// rows of 32, 64 or 128 bytes (the engine's swizzles are mg::Swizzled there), or goes unswizzled where that costs at
+// most 2-way bank conflicts: the 8 rows an ldmatrix matrix reads, row_bytes/16 chunks apart, share bank groups
+// gcd(chunks, 8)-fold, no more than the tile has rows. The row rule of the lowering's copy engine pass (which also
+// asks the tensor's strides and the buffers' alignment); the cost model reads it to know which loads the engine
+// moves.
+constexpr int64_t kEngineMaxBox = 256;  // elements per box dim (cuTensorMapEncodeTiled's limit)
+bool engine_takes_rows(const Target& t, int64_t row_bytes, int64_t row_elements, int64_t rows, bool swizzled);
+
 // Whether a for-loop with loads its threads must copy synchronously (rows not of whole 16-byte vectors: a split-KV
 // combine's running sums and maxima) has all its iterations' tiles loaded before it runs: where they fit the
 // block's shared memory together (`smem_bytes` with one iteration's, plus `loop_bytes` per further iteration) and

@@ -6,14 +6,22 @@
 //                gated MLP's tiling
 //   strips C/Kk: as strips C with K split in k (2048/C*k blocks): the split-K forms
 //   rows B     : B blocks, each a contiguous run of whole rows: the floor of any tiling
-// Prints the median us per pass and the rate against 33.5 MB.
+// Prints the median us per pass and the rate against the bytes read. Other shapes: -DPROBE_K=4096 -DPROBE_N=4096
+// reads gated_mlp's two [4096,4096] weights (67 MB); -DPROBE_N=3072 reads as many bytes as rmsnorm_linear's one
+// [4096,6144] (50.3 MB; the rows floor does not depend on how the bytes are split into matrices).
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <vector>
 #include <algorithm>
 #include <functional>
 
-constexpr int K = 4096, N = 2048;
+#ifndef PROBE_K
+#define PROBE_K 4096
+#endif
+#ifndef PROBE_N
+#define PROBE_N 2048
+#endif
+constexpr int K = PROBE_K, N = PROBE_N;
 constexpr long long kMatrixBytes = (long long)K * N * 2;
 
 template <int UNROLL>
@@ -62,7 +70,7 @@ __global__ void rows(const uint4* __restrict__ a, const uint4* __restrict__ b, u
 }
 
 int main() {
-  const int sets = 4;  // 134 MB > 2x the 50 MB L2
+  const int sets = 4;  // 4 x 2 matrices: 134 MB at the default shape, more than 2x the H100's 50 MB L2
   std::vector<uint4*> A(sets), B(sets);
   for (int s = 0; s < sets; ++s) {
     cudaMalloc(&A[s], kMatrixBytes); cudaMalloc(&B[s], kMatrixBytes);
@@ -98,7 +106,7 @@ int main() {
         time(name, [&](int s) { strips<16><<<blocks, threads, 0, st>>>(A[s], B[s], out, cols, ks); });
       }
   for (int threads : {256, 512})
-    for (int blocks : {128, 132, 528}) {
+    for (int blocks : {128, 132, 264, 528}) {
       snprintf(name, sizeof name, "rows t%d (%d bl) u8", threads, blocks);
       time(name, [&](int s) { rows<8><<<blocks, threads, 0, st>>>(A[s], B[s], out); });
       snprintf(name, sizeof name, "rows t%d (%d bl) u16", threads, blocks);

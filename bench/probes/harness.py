@@ -92,7 +92,7 @@ static float to_float(const void* p, int dtype_bytes, bool bf, size_t i) {
             src.append(f"  {{ void* d; CK(cudaMalloc(&d, {n} * {DTYPES[dt][1]})); out[{i}].push_back({{d, {n} * {DTYPES[dt][1]}}}); }}")
         src.append(f"  CK(cudaMalloc(&ws[{i}], {max(wsb, 256)}));")
     src.append("  cudaStream_t st; CK(cudaStreamCreate(&st));")
-    for i, (_, _, p, _, kernels, programmatic) in enumerate(parsed):
+    for i, (_, _, p, wsb, kernels, programmatic) in enumerate(parsed):
         src.append(f"  auto launch{i} = [&](int s) {{")
         for ki, (kname, grid, block, smem, cluster) in enumerate(kernels):
             kname = kname.replace(parsed[i][1] + "_", f"v{i}_")
@@ -108,7 +108,8 @@ static float to_float(const void* p, int dtype_bytes, bool bf, size_t i) {
                 else:
                     args.append(f"({ty}*)out[{i}][{oi}].p")
                     oi += 1
-            args.append(f"(unsigned char*)ws[{i}]")
+            if wsb > 0:  # the kernels take a workspace pointer only where the program has a workspace
+                args.append(f"(unsigned char*)ws[{i}]")
             if cluster:
                 # A thread-block cluster (sm_90), set by hand on the kernel's header line (`cluster [x,y,z]`); more
                 # than 8 blocks need the non-portable size allowed.

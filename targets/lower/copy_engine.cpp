@@ -26,12 +26,13 @@ namespace morgana::lower {
 
 namespace {
 
-constexpr int64_t kMaxBox = 256;          // elements per box dim (cuTensorMapEncodeTiled's limit)
+constexpr int64_t kMaxBox = targets::kEngineMaxBox;
 constexpr int64_t kMaxBoxesPerTile = 16;  // more boxes per tile cost more requests than the engine saves
 constexpr int64_t kUnswizzledAlign = 128;  // bytes: the engine's shared-memory alignment without a swizzle
 
 // The copy engine's view of statement s's load, or nothing when the engine cannot write the tile as it is read.
-std::optional<std::pair<TensorMapUse, int64_t>> engine_load(const Stmt& s, const Kernel& k, const LoweredProgram& p) {
+std::optional<std::pair<TensorMapUse, int64_t>> engine_load(const Stmt& s, const Kernel& k, const LoweredProgram& p,
+                                                            const targets::Target& target) {
   if (s.kind != StmtKind::Load || !s.async || !s.batch || s.tensor < 0) return std::nullopt;
   const Tile& t = k.tiles[static_cast<size_t>(s.dst)];
   const GlobalTensor& g = p.tensors[static_cast<size_t>(s.tensor)];
@@ -48,21 +49,13 @@ std::optional<std::pair<TensorMapUse, int64_t>> engine_load(const Stmt& s, const
         g.shape[d] > INT32_MAX)
       return std::nullopt;
   if (s.mask != 0 && s.pad != 0) return std::nullopt;  // the engine fills with zeros only
+  // Rows the engine can write as the tile library reads them (targets::engine_takes_rows); a swizzled tile whose rows
+  // are not one of the engine's swizzles goes unswizzled (rmsnorm_linear's 96-byte rows on the H100: 26.1 -> 23.8 us;
+  // 256-byte rows, 8-fold conflicts, made attention_decode 4.4 us slower, so those stay with the threads).
   const int64_t row_bytes = t.shape.back() * es;
-  if (row_bytes % 16 != 0 || t.shape.back() > kMaxBox) return std::nullopt;
-  int64_t swizzle = 0;
-  if (t.swizzled) {
-    // The engine's swizzles are mg::Swizzled's for rows of 32, 64 and 128 bytes. Other rows go unswizzled by the
-    // engine where that costs little: the 8 rows an ldmatrix matrix reads, C chunks apart, then share bank groups
-    // gcd(C, 8)-fold (no more than the tile has rows), and 2-fold (rows of 96, 160 or 224 bytes; tiles of two rows,
-    // the A of a decode or batch-1 product) cost less than the engine saves (rmsnorm_linear's 96-byte rows on the
-    // H100: 26.1 -> 23.8 us; 256-byte rows, 8-fold, made attention_decode 4.4 us slower).
-    const int64_t rows = rank >= 2 ? t.shape[rank - 2] : 1;
-    if (row_bytes == 32 || row_bytes == 64 || row_bytes == 128)
-      swizzle = row_bytes;
-    else if (std::min(std::gcd(row_bytes / 16, int64_t{8}), rows) > 2)
-      return std::nullopt;
-  }
+  const int64_t rows = rank >= 2 ? t.shape[rank - 2] : 1;
+  if (!targets::engine_takes_rows(target, row_bytes, t.shape.back(), rows, t.swizzled)) return std::nullopt;
+  const int64_t swizzle = t.swizzled && (row_bytes == 32 || row_bytes == 64 || row_bytes == 128) ? row_bytes : 0;
   // Rows per box: the whole tile when it fits a box, else a stack of boxes of one matrix's rows.
   TensorMapUse use{g.param, t.shape, swizzle};
   int64_t box_rows = rank >= 2 ? t.shape[rank - 2] : 1;
@@ -88,7 +81,7 @@ void use_copy_engine(Kernel& before, const LoweredProgram& p, const targets::Tar
   Kernel k = before;
   int64_t stages = 0, per_iteration = 0;
   for (Stmt& s : k.body) {
-    auto use = engine_load(s, k, p);
+    auto use = engine_load(s, k, p, target);
     if (!use) continue;
     auto same = std::find(k.tensor_maps.begin(), k.tensor_maps.end(), use->first);
     s.tensor_map = static_cast<int>(same - k.tensor_maps.begin());

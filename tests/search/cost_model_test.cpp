@@ -243,6 +243,30 @@ TEST(CostModel, LoadsAreRequestedInWholeLines) {
   // them 1% slower (22.78 against 22.58 us), rmsnorm_linear's known mis-rank (bench/notes-fast-kernels-1.md).
 }
 
+// The copy engine requests a box's sectors, not a whole line per row: in the warps' stream floor its loads count their
+// bytes. Strips of 32 f16 columns (64-byte rows) priced with the engine and without it ([async] tma off): the same
+// memory time, and the engine's floor counts the W strips once where the threads' counts the lines their rows touch
+// (twice the bytes). Measured on the H200: gated_mlp as one kernel of 128 blocks of 32-column strips (the engine
+// moving both weights) ran 19.3-19.6 us against 20.7-21.1 for the two-kernel split-K form the model had ranked
+// first because of the line count (bench/notes-fast-kernels-1.md, session 33).
+TEST(CostModel, TheCopyEngineRequestsTheBytesOfItsRows) {
+  targets::Target threads_only = target("h200");
+  ASSERT_TRUE(threads_only.async.tma) << "the case is written for a target with the copy engine";
+  threads_only.async.tma = false;
+  const std::string src = gemv_strips(128, 32);
+  const KernelCost engine = cost(src, "h200").kernels[0];
+  const KernelCost threads = estimate(parse(src), threads_only).kernels[0];
+  const double w_bytes = 4096.0 * 32 * 2 * 128;
+  ASSERT_GT(engine.stages, 1) << "the engine moves pipelined loads only";
+  EXPECT_GE(engine.engine_bytes, w_bytes) << engine.label;
+  // A 64-byte row touches a whole 128-byte line: W's lines are about twice its bytes (the bytes count what its short
+  // runs move, a little more than the rows; X's 256-byte rows are whole lines).
+  EXPECT_GT(engine.engine_line_bytes - engine.engine_bytes, 0.8 * w_bytes) << engine.label;
+  EXPECT_EQ(threads.engine_bytes, 0) << threads.label;
+  EXPECT_NEAR(engine.memory_us, threads.memory_us, 1e-9);
+  EXPECT_LT(engine.stream_us, 0.7 * threads.stream_us) << engine.label << " against " << threads.label;
+}
+
 // Tensors replicated over grid dims share the L2: two weights of 32 MiB each, each re-read by both row halves of
 // X, fit a 50 MiB L2 alone but not together, so their second reads come from DRAM (gated_mlp's form that splits X's
 // rows measured 30.7 us against 27.5 for one pass over the weights, H100, session 12); one of them alone is re-read
