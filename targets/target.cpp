@@ -792,7 +792,7 @@ int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_
 
 bool engine_takes_rows(const Target& t, int64_t row_bytes, int64_t row_elements, int64_t rows, bool swizzled) {
   if (!t.async.tma || row_bytes % kAsyncCopyBytes != 0 || row_elements > kEngineMaxBox) return false;
-  if (!swizzled || row_bytes == 32 || row_bytes == 64 || row_bytes == 128) return true;
+  if (!swizzled || engine_swizzle_bytes(row_bytes) != 0) return true;
   return std::min(std::gcd(row_bytes / kAsyncCopyBytes, int64_t{8}), rows) <= 2;
 }
 

@@ -217,6 +217,10 @@ int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_
 // asks the tensor's strides and the buffers' alignment); the cost model reads it to know which loads the engine
 // moves.
 constexpr int64_t kEngineMaxBox = 256;  // elements per box dim (cuTensorMapEncodeTiled's limit)
+// The engine's swizzle for rows of `row_bytes` (its 32-, 64- and 128-byte patterns are mg::Swizzled's), 0 for none.
+constexpr int64_t engine_swizzle_bytes(int64_t row_bytes) {
+  return row_bytes == 32 || row_bytes == 64 || row_bytes == 128 ? row_bytes : 0;
+}
 bool engine_takes_rows(const Target& t, int64_t row_bytes, int64_t row_elements, int64_t rows, bool swizzled);
 
 // Whether a for-loop with loads its threads must copy synchronously (rows not of whole 16-byte vectors: a split-KV

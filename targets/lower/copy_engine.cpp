@@ -26,7 +26,6 @@ namespace morgana::lower {
 
 namespace {
 
-constexpr int64_t kMaxBox = targets::kEngineMaxBox;
 constexpr int64_t kMaxBoxesPerTile = 16;  // more boxes per tile cost more requests than the engine saves
 constexpr int64_t kUnswizzledAlign = 128;  // bytes: the engine's shared-memory alignment without a swizzle
 
@@ -55,19 +54,19 @@ std::optional<std::pair<TensorMapUse, int64_t>> engine_load(const Stmt& s, const
   const int64_t row_bytes = t.shape.back() * es;
   const int64_t rows = rank >= 2 ? t.shape[rank - 2] : 1;
   if (!targets::engine_takes_rows(target, row_bytes, t.shape.back(), rows, t.swizzled)) return std::nullopt;
-  const int64_t swizzle = t.swizzled && (row_bytes == 32 || row_bytes == 64 || row_bytes == 128) ? row_bytes : 0;
+  const int64_t swizzle = t.swizzled ? targets::engine_swizzle_bytes(row_bytes) : 0;
   // Rows per box: the whole tile when it fits a box, else a stack of boxes of one matrix's rows.
   TensorMapUse use{g.param, t.shape, swizzle};
   int64_t box_rows = rank >= 2 ? t.shape[rank - 2] : 1;
-  if (box_rows > kMaxBox) {
+  if (box_rows > targets::kEngineMaxBox) {
     for (size_t d = 0; d + 2 < rank; ++d)
       if (t.shape[d] != 1) return std::nullopt;
-    box_rows = std::gcd(box_rows, kMaxBox);
+    box_rows = std::gcd(box_rows, targets::kEngineMaxBox);
     if (t.shape[rank - 2] / box_rows > kMaxBoxesPerTile) return std::nullopt;
     use.box[rank - 2] = box_rows;
   }
   for (int64_t b : use.box)
-    if (b > kMaxBox) return std::nullopt;
+    if (b > targets::kEngineMaxBox) return std::nullopt;
   // Every box starts on the engine's alignment, and a swizzled one on its pattern's period (8 rows).
   const int64_t period = swizzle ? 8 * swizzle : kUnswizzledAlign;
   if (t.stage_bytes() % period != 0 || box_rows * row_bytes % period != 0) return std::nullopt;
