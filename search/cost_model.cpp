@@ -111,7 +111,7 @@ KernelCost time_kernel(detail::Work w, const targets::Target& t) {
   } else if (k.synchronous_loads)
     k.preloaded = targets::preload_fits(t, k.blocks, k.threads, k.smem_bytes, k.stage_bytes, k.loop);
   else
-    k.stages = targets::pipeline_stages(t, k.blocks, k.threads, k.smem_bytes, k.stage_bytes, k.loop);
+    k.stages = targets::pipeline_stages(t, k.blocks, k.threads, k.smem_bytes, k.stage_bytes, k.loop, k.stream_bytes);
   const int64_t buffers = k.preloaded ? k.loop : k.stages;
   if (buffers > 1) {
     k.smem_bytes += (buffers - 1) * k.stage_bytes;

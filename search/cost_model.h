@@ -29,6 +29,7 @@ struct KernelCost {
   int64_t blocks_per_sm = 0;    // resident blocks per SM; 0 when the kernel cannot run (see `infeasible`)
   int64_t waves = 0;
   int64_t stage_bytes = 0;  // shared memory of the loop's loads (one buffer): what software pipelining doubles
+  int64_t stream_bytes = 0;  // of those, what the DRAM streams per block (targets::stream_share of each tile)
   int64_t stages = 1;       // buffers those loads get (targets::pipeline_stages, the lowering's rule)
   bool synchronous_loads = false;  // some loop load is not of whole 16-byte vectors: the loop is not pipelined
   bool preloaded = false;  // ... but all its iterations' tiles are loaded before it (targets::preload_fits)

@@ -599,6 +599,7 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, st
       smem += bytes_of(tile);
       if (nd.attrs.fmap != kPhi) {
         k.stage_bytes += static_cast<int64_t>(bytes_of(tile));
+        k.stream_bytes += targets::stream_share(static_cast<int64_t>(bytes_of(tile)), replicas, k.blocks);
         // The lowering copies a tile asynchronously only in whole 16-byte vectors along rows of whole vectors; any
         // other loop-varying tile is loaded and waited for every iteration, and the loop is not pipelined.
         synchronous_loads = synchronous_loads || !whole_async_rows(tile, whole);

@@ -132,6 +132,8 @@ const KeySpec<Target> kAsyncKeys[] = {
     MG_KEY(async, tma, required, any, NoChoices()),
     MG_KEY(async, wgmma, required, any, NoChoices()),
     MG_KEY(async, clusters, required, any, NoChoices()),
+    MG_KEY(async, max_stages, optional, positive, NoChoices()),
+    MG_KEY(async, in_flight_bytes, optional, non_negative, NoChoices()),
 };
 const KeySpec<Target> kPeakKeys[] = {
     MG_KEY(peak, f16_tensor, required, positive, NoChoices()),
@@ -778,12 +780,19 @@ bool loop_loads_fit_registers(const Target& t, int64_t loop, int64_t registers, 
 }
 
 int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t stage_bytes,
-                        int64_t loop) {
-  // Four buffers keep three iterations' copies in flight; more bought nothing in the kernels measured so far.
-  constexpr int64_t kMaxStages = 4;
+                        int64_t loop, int64_t stream_bytes) {
   if (!t.async.cp_async || loop < 2 || stage_bytes <= 0) return 1;
   const int64_t busy = busy_blocks_per_sm(t, blocks, threads, smem_bytes);
-  for (int64_t stages = std::min(kMaxStages, loop); stages >= 2; --stages) {
+  int64_t most = t.async.max_stages;
+  if (t.async.in_flight_bytes > 0 && stream_bytes > 0) {
+    // With s buffers a block has s - 1 stages' copies in flight while it reads one: the fewest that, over the
+    // blocks resident at once, keep in_flight_bytes requested from the DRAM.
+    const int64_t resident = std::max<int64_t>(1, std::min(blocks, busy * t.execution.sms));
+    const int64_t per_stage = resident * stream_bytes;
+    const int64_t ahead = (t.async.in_flight_bytes + per_stage - 1) / per_stage;
+    most = std::min(most, std::max<int64_t>(2, ahead + 1));
+  }
+  for (int64_t stages = std::min(most, loop); stages >= 2; --stages) {
     const int64_t smem = smem_bytes + (stages - 1) * stage_bytes;
     if (smem <= block_smem_limit(t) && busy_blocks_per_sm(t, blocks, threads, smem) >= busy) return stages;
   }

@@ -95,6 +95,11 @@ struct Async {
   bool tma = false;       // tensor memory accelerator bulk copies
   bool wgmma = false;     // warpgroup matrix instructions
   bool clusters = false;  // thread-block clusters with distributed shared memory
+  // How deep a for-loop's asynchronous loads are pipelined (targets::pipeline_stages; both optional): at most
+  // `max_stages` buffers, and where `in_flight_bytes` > 0 no more than keep that many bytes requested across the
+  // blocks resident at once (about the DRAM's bandwidth times its latency under load).
+  int64_t max_stages = 4;
+  int64_t in_flight_bytes = 0;
 };
 
 // Dense peak rates in TFLOP/s; 0 means not recorded (or not supported).
@@ -201,13 +206,24 @@ constexpr int64_t element_registers(int64_t numel, int64_t last, int64_t threads
   return (numel / run + threads - 1) / threads * run;
 }
 
-// Buffers a for-loop's asynchronous loads get (software pipelining, docs/lowering.md): the most, up to 4 and up to
-// the loop's iterations, for which the block's shared memory (`smem_bytes` with one buffer, plus `stage_bytes` per
-// extra buffer) fits and costs no busy block; 1 (not pipelined) when not even two do, when the target has no
-// asynchronous copies or the loop runs once. The one pipelining rule: the lowering applies it, the cost model
-// prices it.
+// Buffers a for-loop's asynchronous loads get (software pipelining, docs/lowering.md): the most, up to the target's
+// [async] max_stages and the loop's iterations, for which the block's shared memory (`smem_bytes` with one buffer,
+// plus `stage_bytes` per extra buffer) fits and costs no busy block; where the target gives [async] in_flight_bytes,
+// no more than the fewest (at least 2) whose copies in flight across the blocks resident at once reach it (more only
+// queue at the DRAM: measured on the H200, bench/notes-fast-kernels-1.md, session 34), counting what the DRAM
+// delivers per stage: `stream_bytes`, the stage's tiles less those every block reads (stream_share). 1 (not pipelined) when not even two buffers fit, when the target has no asynchronous copies or
+// the loop runs once. The one pipelining rule: the lowering applies it, the cost model prices it.
 int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t stage_bytes,
-                        int64_t loop);
+                        int64_t loop, int64_t stream_bytes);
+
+// The DRAM bytes a block's load of a tile of `bytes` streams, where `replicas` of the grid's `blocks` read the same
+// tile (its position does not move along some grid dims): none when every block of a grid of several reads it (a
+// broadcast operand such as a GEMV's activation rows: L2 serves all but the first), else all of them. Tiles that
+// only some blocks share count in full: measured on the H200 (session 34), dividing their bytes among the sharers
+// gave gqa_b8's flash kernel 7 buffers instead of 4 and cost it 28%.
+constexpr int64_t stream_share(int64_t bytes, int64_t replicas, int64_t blocks) {
+  return blocks > 1 && replicas >= blocks ? 0 : bytes;
+}
 
 // Whether the copy engine ([async] tma) can write a pipelined tile's rows as the tile library reads them: rows of a
 // whole number of 16-byte vectors and at most kEngineMaxBox elements; a tile read through ldmatrix (`swizzled`) has

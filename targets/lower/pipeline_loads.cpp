@@ -1,13 +1,14 @@
 // Pass 3b of the lowering: software pipelining of a block's for-loop (docs/lowering.md, "The thread level").
 //
 // Without it every iteration loads its tiles, waits for them, then computes: the copies of a block never overlap its
-// math, and the DRAM sits idle while it computes. With it, loads that can use 16-byte asynchronous copies get 2 to 4
-// buffers (Tile::stages): the prologue issues the copies of iterations 0 .. stages-2, each batch closed by an
+// math, and the DRAM sits idle while it computes. With it, loads that can use 16-byte asynchronous copies get
+// targets::pipeline_stages buffers (Tile::stages): the prologue issues the copies of iterations 0 .. stages-2, each batch closed by an
 // AsyncWait that waits for nothing yet; each iteration first issues the copies of iteration it+stages-1 into the
 // buffer iteration it-1 used (Load::ahead), closes that batch and waits for all but the stages-1 newest
 // (AsyncWait::pending), so its own batch has landed; the barrier that insert_barriers places before the first reader
 // publishes it. The closing barrier of the body keeps a prefetch off a buffer still being read. The most stages that
-// fit without costing the SM a block it would run (busy_blocks_per_sm) are taken.
+// fit without costing the SM a block it would run (busy_blocks_per_sm), up to the target's cap and its bytes in
+// flight, are taken.
 //
 // Where not even two buffers are free (and in the prologue), a section's asynchronous loads are at least batched:
 // moved to its start and closed by one AsyncWait, so that a block waits for one DRAM round trip per iteration instead
@@ -106,16 +107,30 @@ Kernel staged_copy(const Kernel& k, const LoweredProgram& p, int64_t stages, boo
   return staged;
 }
 
+// Blocks of the grid that load the same tile as `s`: those along the grid dims its origin does not move with.
+int64_t replicas(const Stmt& s, const Kernel& k) {
+  int64_t n = 1;
+  for (size_t gd = 0; gd < k.grid.size(); ++gd)
+    if (std::none_of(s.origin.begin(), s.origin.end(), [&](const Affine& a) { return a.block[gd] != 0; }))
+      n *= k.grid[gd];
+  return n;
+}
+
 // The buffers targets::pipeline_stages gives (the rule the cost model prices), fewer if the exact plan of the staged
 // kernel needs more shared memory than its estimate; false when not even two buffers are free.
 bool pipeline(Kernel& k, const LoweredProgram& p, const targets::Target& target) {
-  int64_t stage_bytes = 0;
-  for (const Stmt& s : k.body)
-    if (asynchronous(s, k, p)) stage_bytes += k.tiles[static_cast<size_t>(s.dst)].bytes();
   const int64_t blocks = k.grid[0] * k.grid[1] * k.grid[2];
+  int64_t stage_bytes = 0, stream_bytes = 0;
+  for (const Stmt& s : k.body)
+    if (asynchronous(s, k, p)) {
+      const int64_t bytes = k.tiles[static_cast<size_t>(s.dst)].bytes();
+      stage_bytes += bytes;
+      stream_bytes += targets::stream_share(bytes, replicas(s, k), blocks);
+    }
   const bool prologue_loads =
       std::any_of(k.prologue.begin(), k.prologue.end(), [&](const Stmt& s) { return asynchronous(s, k, p); });
-  for (int64_t stages = targets::pipeline_stages(target, blocks, threads(k), assign_offsets(k), stage_bytes, k.loop);
+  for (int64_t stages = targets::pipeline_stages(target, blocks, threads(k), assign_offsets(k), stage_bytes, k.loop,
+                                                 stream_bytes);
        stages >= 2; --stages) {
     for (const bool early : {true, false}) {
       if (early && !prologue_loads) continue;  // the same kernel as the plain order

@@ -176,6 +176,8 @@ TEST(Targets, H200InheritsFromH100) {
   EXPECT_EQ(t.peak.f16_tensor, 989);
   EXPECT_DOUBLE_EQ(t.cost.dram_efficiency, 0.885);
   EXPECT_DOUBLE_EQ(t.cost.barrier_ns, 100);  // inherited from [cost] of h100 while two keys are overridden
+  EXPECT_EQ(t.async.max_stages, 8);          // [async] overridden key by key: tma etc. inherited
+  EXPECT_EQ(t.async.in_flight_bytes, 6000000);
 
   const MatrixInstr* wgmma = find_matrix(t, "wgmma.mma_async.m64nNk16");
   ASSERT_NE(wgmma, nullptr);
@@ -200,6 +202,32 @@ TEST(Targets, H100) {
   EXPECT_EQ(t.memory.l2_bytes, 52428800);
   EXPECT_EQ(t.memory.dram_bandwidth_gbps, 3350);
   EXPECT_EQ(t.matrix.size(), 2u);
+  EXPECT_EQ(t.async.max_stages, 4);
+  EXPECT_EQ(t.async.in_flight_bytes, 0);
+}
+
+// The one pipelining rule (targets::pipeline_stages): as many buffers as fit without costing a busy block, up to
+// [async] max_stages, and where the target gives in_flight_bytes, no more than the fewest whose copies in flight
+// over the resident blocks reach it, counting what the DRAM streams (a tile every block reads is L2's).
+TEST(Targets, PipelinesKeepTheTargetsBytesInFlight) {
+  const Target h100 = find_target("h100", kTargets), h200 = find_target("h200", kTargets);
+  // A GEMV stream: 96 blocks of 128 threads, 16 KiB of weights and 512 B of broadcast activations per stage.
+  const int64_t smem = 20480, stage = 16384 + 512, stream = 16384 + stream_share(512, 96, 96);
+  EXPECT_EQ(stream_share(512, 96, 96), 0);    // every block reads it
+  EXPECT_EQ(stream_share(512, 2, 96), 512);   // some blocks share it: counted in full
+  EXPECT_EQ(stream_share(512, 1, 1), 512);    // the only block reads it
+  EXPECT_EQ(pipeline_stages(h100, 96, 128, smem, stage, 32, stream), 4);  // no in_flight_bytes: the cap
+  // 6 MB over 96 x 16 KiB per stage: 4 stages ahead, 5 buffers.
+  EXPECT_EQ(pipeline_stages(h200, 96, 128, smem, stage, 32, stream), 5);
+  // 128 blocks: 3 ahead suffice.
+  EXPECT_EQ(pipeline_stages(h200, 128, 128, smem, stage, 32, stream), 4);
+  // A small grid would need ~46 ahead: the cap, and never more than the loop's iterations.
+  EXPECT_EQ(pipeline_stages(h200, 8, 128, smem, stage, 32, stream), h200.async.max_stages);
+  EXPECT_EQ(pipeline_stages(h200, 8, 128, smem, stage, 3, stream), 3);
+  // Big stages: at least two buffers, and none where two do not fit.
+  EXPECT_EQ(pipeline_stages(h200, 132, 128, smem, 1 << 16, 32, 1 << 16), 2);
+  EXPECT_EQ(pipeline_stages(h200, 132, 128, smem, block_smem_limit(h200), 32, 1 << 16), 1);
+  EXPECT_EQ(pipeline_stages(h200, 96, 128, smem, stage, 1, stream), 1);  // a loop of one
 }
 
 // The one threads rule (targets::block_threads): a grid that leaves SMs idle gets more threads per block, up to
