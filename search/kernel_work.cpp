@@ -519,6 +519,9 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, st
   // in_rows[t]: tensor t is computed in registers, each warp holding whole rows of it (the lowering's pass
   // keep_rows_in_registers, docs/lowering.md "Chains over rows in registers"), so no barrier precedes its readers.
   std::vector<char> in_rows(body.num_tensors(), 0);
+  // row_blocks[t]: of a tensor in rows, the blocks of the matrix instruction's m rows each warp holds (a row
+  // reduction shuffles each of them).
+  std::vector<int64_t> row_blocks(body.num_tensors(), 1);
   // in_loop_regs[t]: tensor t stays in registers across the for-loop (kept_across_loop).
   std::vector<char> in_loop_regs(body.num_tensors(), 0);
   const int64_t warps = k.threads / t.execution.warp_size;
@@ -622,7 +625,18 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, st
     const Flops f = op_flops(nd.op, in, out, t);
     const bool rows = rows_allowed && nd.num_results == 1 &&
                       held_in_rows(nd, kind, ops, in, out[0], f, in_rows, warps, k.threads, t);
-    if (rows && kind == OpKind::Reduce) k.row_reductions_per_block += epi ? 1 : p.loop;
+    int64_t blocks_per_warp = 1;
+    if (rows && kind == OpKind::Matmul) {
+      const int64_t m_atom = fragment_instr(t, in[1].dtype)->m, m = out[0].dim(out[0].rank - 2);
+      const int64_t tasks = out[0].numel() / (m * out[0].dim(out[0].rank - 1)) * ((m + m_atom - 1) / m_atom);
+      blocks_per_warp = (tasks + warps - 1) / warps;
+    } else if (rows) {
+      for (ir::TensorId o : ops)
+        if (in_rows[o]) blocks_per_warp = std::max(blocks_per_warp, row_blocks[o]);
+    }
+    // A warp reduces each of its row blocks in turn (H200, ncu: gqa_b8's flash kernel with 128 query rows per block,
+    // two blocks of 16 per warp, ran 10% longer than with 64 rows and one, for the same products).
+    if (rows && kind == OpKind::Reduce) k.row_reductions_per_block += (epi ? 1 : p.loop) * blocks_per_warp;
     // Kept in registers across the loop (a matmul's accumulators, a reduction's folds), or the accumulator of such a
     // result: no barrier level of its own; the reduction still reads its tile each iteration.
     const bool across = !epi && nd.num_results == 1 &&
@@ -676,6 +690,7 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, st
       after[ri] = epi || kind == OpKind::Accum;
       depth[ri] = kind == OpKind::Accum ? 0 : level_of;
       in_rows[ri] = rows;
+      row_blocks[ri] = blocks_per_warp;
     }
     if (kind == OpKind::Accum) acc_elems += out[0].numel();
   }
