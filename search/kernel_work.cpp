@@ -234,6 +234,13 @@ Folding folding(const Graph& body, const Node& nd, OpKind kind,
 // tensor cores whose row blocks of the warp-scope instruction give every warp rows of its own, or an elementwise
 // op, a last-dim reduction or an accumulator of such a tensor with the same rows; and a thread's share of the
 // tensor at most a third of its registers (the lowering's limit for one tile).
+// The warp tasks of a matmul result `out` on an instruction of `m_atom` rows: one per block of m_atom rows of each
+// batch (targets::matmul_tiling's tasks before the split along N).
+int64_t row_block_tasks(const TensorType& out, int64_t m_atom) {
+  const int64_t m = out.dim(out.rank - 2), n = out.dim(out.rank - 1);
+  return out.numel() / (m * n) * ((m + m_atom - 1) / m_atom);
+}
+
 bool held_in_rows(const Node& nd, OpKind kind, std::span<const ir::TensorId> ops, std::span<const TensorType> in,
                   const TensorType& out, const Flops& f, const std::vector<char>& in_rows, int64_t warps,
                   int64_t threads, const targets::Target& t) {
@@ -247,10 +254,7 @@ bool held_in_rows(const Node& nd, OpKind kind, std::span<const ir::TensorId> ops
       if (f.tensor <= 0) return false;
       const targets::MatrixInstr* mi = fragment_instr(t, in[1].dtype);
       if (!mi) return false;
-      const int64_t m_atom = mi->m;
-      const int64_t m = out.dim(out.rank - 2), n = out.dim(out.rank - 1);
-      const int64_t batches = out.numel() / (m * n);
-      const int64_t tasks = batches * ((m + m_atom - 1) / m_atom);
+      const int64_t n = out.dim(out.rank - 1), tasks = row_block_tasks(out, mi->m);
       // The lowering's limit on one tile of a row chain (row_registers.cpp: a third of a thread's registers),
       // counted on the fragments as the warps hold them: whole rows of atoms padded to the instruction's m.
       const int64_t registers = (tasks + warps - 1) / warps * ((n + mi->n - 1) / mi->n) *
@@ -627,8 +631,7 @@ Work block_work_rows(const Graph& g, const Node& n, const targets::Target& t, st
                       held_in_rows(nd, kind, ops, in, out[0], f, in_rows, warps, k.threads, t);
     int64_t blocks_per_warp = 1;
     if (rows && kind == OpKind::Matmul) {
-      const int64_t m_atom = fragment_instr(t, in[1].dtype)->m, m = out[0].dim(out[0].rank - 2);
-      const int64_t tasks = out[0].numel() / (m * out[0].dim(out[0].rank - 1)) * ((m + m_atom - 1) / m_atom);
+      const int64_t tasks = row_block_tasks(out[0], fragment_instr(t, in[1].dtype)->m);
       blocks_per_warp = (tasks + warps - 1) / warps;
     } else if (rows) {
       for (ir::TensorId o : ops)
