@@ -229,11 +229,6 @@ Folding folding(const Graph& body, const Node& nd, OpKind kind,
   return folds(ir::op_info(reader.op).kind) && first_only ? Folding::into_reader : Folding::none;
 }
 
-// Whether the lowering keeps a block op's result in registers, each warp holding whole rows of it (pass
-// keep_rows_in_registers, restated in its essentials since search/ may not depend on lowering code): a matmul on
-// tensor cores whose row blocks of the warp-scope instruction give every warp rows of its own, or an elementwise
-// op, a last-dim reduction or an accumulator of such a tensor with the same rows; and a thread's share of the
-// tensor at most a third of its registers (the lowering's limit for one tile).
 // The warp tasks of a matmul result `out` on an instruction of `m_atom` rows: one per block of m_atom rows of each
 // batch (targets::matmul_tiling's tasks before the split along N).
 int64_t row_block_tasks(const TensorType& out, int64_t m_atom) {
@@ -241,6 +236,11 @@ int64_t row_block_tasks(const TensorType& out, int64_t m_atom) {
   return out.numel() / (m * n) * ((m + m_atom - 1) / m_atom);
 }
 
+// Whether the lowering keeps a block op's result in registers, each warp holding whole rows of it (pass
+// keep_rows_in_registers, restated in its essentials since search/ may not depend on lowering code): a matmul on
+// tensor cores whose row blocks of the warp-scope instruction give every warp rows of its own, or an elementwise
+// op, a last-dim reduction or an accumulator of such a tensor with the same rows; and a thread's share of the
+// tensor at most a third of its registers (the lowering's limit for one tile).
 bool held_in_rows(const Node& nd, OpKind kind, std::span<const ir::TensorId> ops, std::span<const TensorType> in,
                   const TensorType& out, const Flops& f, const std::vector<char>& in_rows, int64_t warps,
                   int64_t threads, const targets::Target& t) {

@@ -2,13 +2,13 @@
 //
 // Without it every iteration loads its tiles, waits for them, then computes: the copies of a block never overlap its
 // math, and the DRAM sits idle while it computes. With it, loads that can use 16-byte asynchronous copies get
-// targets::pipeline_stages buffers (Tile::stages): the prologue issues the copies of iterations 0 .. stages-2, each batch closed by an
-// AsyncWait that waits for nothing yet; each iteration first issues the copies of iteration it+stages-1 into the
-// buffer iteration it-1 used (Load::ahead), closes that batch and waits for all but the stages-1 newest
-// (AsyncWait::pending), so its own batch has landed; the barrier that insert_barriers places before the first reader
-// publishes it. The closing barrier of the body keeps a prefetch off a buffer still being read. The most stages that
-// fit without costing the SM a block it would run (busy_blocks_per_sm), up to the target's cap and its bytes in
-// flight, are taken.
+// targets::pipeline_stages buffers (Tile::stages): the prologue issues the copies of iterations 0 .. stages-2, each
+// batch closed by an AsyncWait that waits for nothing yet; each iteration first issues the copies of iteration
+// it+stages-1 into the buffer iteration it-1 used (Load::ahead), closes that batch and waits for all but the stages-1
+// newest (AsyncWait::pending), so its own batch has landed; the barrier that insert_barriers places before the first
+// reader publishes it. The closing barrier of the body keeps a prefetch off a buffer still being read. The most
+// stages that fit without costing the SM a block it would run (busy_blocks_per_sm), up to the target's cap and its
+// bytes in flight, are taken.
 //
 // Where not even two buffers are free (and in the prologue), a section's asynchronous loads are at least batched:
 // moved to its start and closed by one AsyncWait, so that a block waits for one DRAM round trip per iteration instead
