@@ -211,7 +211,8 @@ constexpr int64_t element_registers(int64_t numel, int64_t last, int64_t threads
 // plus `stage_bytes` per extra buffer) fits and costs no busy block; where the target gives [async] in_flight_bytes,
 // no more than the fewest (at least 2) whose copies in flight across the blocks resident at once reach it (more only
 // queue at the DRAM: measured on the H200, bench/notes-fast-kernels-1.md, session 34), counting what the DRAM
-// delivers per stage: `stream_bytes`, the stage's tiles less those every block reads (stream_share). 1 (not
+// delivers per stage: `stream_bytes`, the stage's tiles less those every block reads (stream_share); a loop whose
+// every tile is such a broadcast (stream_bytes 0) asks nothing of the DRAM and gets max_stages. 1 (not
 // pipelined) when not even two buffers fit, when the target has no asynchronous copies or the loop runs once. The
 // one pipelining rule: the lowering applies it, the cost model prices it.
 int64_t pipeline_stages(const Target& t, int64_t blocks, int64_t threads, int64_t smem_bytes, int64_t stage_bytes,
